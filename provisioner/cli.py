@@ -1,0 +1,208 @@
+"""The `xeoncluster` command line: parse arguments, call the lifecycle, render the result."""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+
+from . import lifecycle, render
+from .config import ClusterConfig, default_config_path, load_config
+from .errors import ConfigError, XeonClusterError
+from .progress import Reporter
+from .providers import make_provider
+from .state import StateDir
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def cluster_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--config/--name/--provider/--region/--profile, accepted before or after the command."""
+    options = [
+        click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+                     help="cluster.yaml to read (default: ./cluster.yaml if present, else built-in defaults)"),
+        click.option("--name", help="cluster name; each cluster has its own state folder"),
+        click.option("--provider", type=click.Choice(["aws", "local"]), help="aws, or local (namespaces on this machine)"),
+        click.option("--region", help="AWS region (default from config, else us-east-1)"),
+        click.option("--profile", help="AWS profile from ~/.aws/config"),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+@click.group(context_settings=CONTEXT)
+@cluster_options
+@click.option("--debug", is_flag=True, help="show tracebacks for errors")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool, **globals_: Any) -> None:
+    """Short-lived Intel Xeon clusters for fine-tuning Hugging Face models.
+
+    \b
+    xeoncluster up --nodes 4        create (or reuse) an image and start the nodes
+    xeoncluster train squad         fine-tune across every node with mpirun + DDP
+    xeoncluster down                remove everything the cluster owns
+
+    Try it without a cloud: add --provider local to run nodes as namespaces on this machine.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+    ctx.obj["globals"] = globals_
+
+
+def resolve_config(ctx: click.Context, local: dict[str, Any], overrides: dict[str, Any] | None = None) -> ClusterConfig:
+    merged = {k: v for k, v in ctx.obj.get("globals", {}).items() if v is not None}
+    merged.update({k: v for k, v in local.items() if v is not None})
+    path = merged.pop("config_path", None)
+    if path is None:
+        path = default_config_path()
+    values = {key: merged.get(key) for key in ("name", "provider", "region", "profile")}
+    values.update(overrides or {})
+    return load_config(path, values)
+
+
+def make_session(config: ClusterConfig) -> lifecycle.Session:
+    reporter = Reporter()
+    provider = make_provider(config, events=reporter.info)
+    return lifecycle.Session(config=config, state=StateDir(config.name), provider=provider, reporter=reporter)
+
+
+@cli.command(context_settings=CONTEXT)
+@cluster_options
+@click.option("--nodes", type=int, help="total number of nodes, master included (1-256)")
+@click.option("--image", help="auto (bake once, then reuse), none (configure every node), or an image id")
+@click.option("--stack", type=click.Choice(["stock", "intel"]), help="software stack from ami/stacks.yaml")
+@click.option("--market", type=click.Choice(["spot", "on-demand"]), help="AWS purchasing option")
+@click.option("--instance-type", "instance_types", multiple=True, help="instance type; repeat for fallbacks")
+@click.option("--keep-on-failure", is_flag=True, help="keep what a failed up created, for inspection")
+@click.pass_context
+def up(ctx: click.Context, nodes: int | None, image: str | None, stack: str | None, market: str | None,
+       instance_types: tuple[str, ...], keep_on_failure: bool, **opts: Any) -> None:
+    """Create the cluster: key, network, image (baked once, then reused), nodes, ssh config, hostfile.
+
+    If any step fails or you press Ctrl-C, everything this run created is removed again
+    (unless --keep-on-failure) and the failed step and its log are named.
+    """
+    overrides = {"nodes": nodes, "image": image, "stack": stack, "market": market,
+                 "instance_types": list(instance_types) or None}
+    session = make_session(resolve_config(ctx, opts, overrides))
+    result = lifecycle.up(session, keep_on_failure=keep_on_failure)
+    render.up_result(session, result)
+
+
+@cli.command(context_settings=CONTEXT)
+@cluster_options
+@click.option("--purge-images", is_flag=True, help="also delete the images this cluster baked")
+@click.pass_context
+def down(ctx: click.Context, purge_images: bool, **opts: Any) -> None:
+    """Remove everything the cluster owns. Finds it by name/tag even if local state is gone; safe to repeat."""
+    session = make_session(resolve_config(ctx, opts))
+    with session.reporter.step(f"removing cluster '{session.config.name}'"):
+        removed = lifecycle.down(session, purge_images=purge_images)
+    render.removed(removed, session.config.name)
+
+
+@cli.command(context_settings=CONTEXT)
+@cluster_options
+@click.option("--json", "as_json", is_flag=True, help="print machine-readable JSON")
+@click.pass_context
+def status(ctx: click.Context, as_json: bool, **opts: Any) -> None:
+    """Show each node, its address and whether it answers over SSH."""
+    session = make_session(resolve_config(ctx, opts))
+    rows = lifecycle.status(session)
+    if as_json:
+        click.echo(json.dumps({"cluster": session.config.name, "provider": session.config.provider,
+                               "nodes": [asdict(r.node) | {"answers": r.answers, "detail": r.detail} for r in rows]},
+                              indent=2))
+        return
+    render.status_table(session.config, rows)
+    if not rows:
+        raise XeonClusterError(f"cluster '{session.config.name}' has no nodes", hint="run `xeoncluster up` first")
+
+
+@cli.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
+@cluster_options
+@click.argument("node")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def ssh(ctx: click.Context, node: str, command: tuple[str, ...], **opts: Any) -> None:
+    """Open a shell on NODE (node0 is the master), or run `-- CMD` there. Host keys are pinned."""
+    config = resolve_config(ctx, opts)
+    state = StateDir(config.name)
+    record = state.load()
+    if record is None:
+        raise XeonClusterError(f"cluster '{config.name}' is not up", hint="run `xeoncluster up` first")
+    names = [n["name"] for n in record.nodes]
+    if node not in names:
+        raise ConfigError(f"no node '{node}' in cluster '{config.name}'; nodes: {', '.join(names)}")
+    argv = ["ssh", "-F", str(state.ssh_config), node, *command]
+    os.execvp("ssh", argv)
+
+
+@cli.command("exec", context_settings={**CONTEXT, "ignore_unknown_options": True})
+@cluster_options
+@click.option("--node", "only", multiple=True, help="run only on this node; repeatable (default: all)")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.pass_context
+def exec_(ctx: click.Context, only: tuple[str, ...], command: tuple[str, ...], **opts: Any) -> None:
+    """Run `-- CMD` on every node in parallel; each output line is prefixed with its node.
+
+    The exit code is the highest exit code of any node.
+    """
+    session = make_session(resolve_config(ctx, opts))
+    code = render.exec_stream(session, list(only), " ".join(command))
+    sys.exit(code)
+
+
+@cli.group(context_settings=CONTEXT, invoke_without_command=True)
+@cluster_options
+@click.pass_context
+def images(ctx: click.Context, **opts: Any) -> None:
+    """List the provider's xeoncluster images (subcommands: rm)."""
+    ctx.obj["image_opts"] = opts
+    if ctx.invoked_subcommand is None:
+        session = make_session(resolve_config(ctx, opts))
+        render.images_table(session.provider.images())
+
+
+@images.command("rm", context_settings=CONTEXT)
+@click.argument("image_id")
+@click.pass_context
+def images_rm(ctx: click.Context, image_id: str) -> None:
+    """Remove an image (and, on AWS, its snapshots)."""
+    session = make_session(resolve_config(ctx, ctx.obj.get("image_opts", {})))
+    removed = session.provider.remove_image(image_id)
+    if removed.empty:
+        raise ConfigError(f"no image '{image_id}'", hint="`xeoncluster images` lists them")
+    render.removed(removed, image_id)
+
+
+def main() -> None:
+    debug = "--debug" in sys.argv
+    try:
+        cli.main(standalone_mode=False, prog_name="xeoncluster")
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except XeonClusterError as exc:
+        if debug:
+            raise
+        click.echo(f"error: {exc.one_line()}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+"""One hierarchy for every error the CLI turns into a one-line message."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class XeonClusterError(Exception):
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None, log: Path | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+        self.log = log
+
+    def one_line(self) -> str:
+        parts = [self.message]
+        if self.log is not None:
+            parts.append(f"log: {self.log}")
+        if self.hint:
+            parts.append(f"hint: {self.hint}")
+        return " | ".join(parts)
+
+
+class ConfigError(XeonClusterError):
+    """Bad input: usage, config, or a preflight check. Nothing was created."""
+
+    exit_code = 2
+
+
+class ProviderError(XeonClusterError):
+    pass
+
+
+class RemoteError(XeonClusterError):
+    pass
+
+
+class TrainingError(XeonClusterError):
+    pass
+
+
+class BusyError(XeonClusterError):
+    """Another command holds the cluster's lock."""

@@ -1,0 +1,364 @@
+"""The local provider: each node is a network namespace on this machine with its own sshd.
+
+A node gets its own hostname (UTS namespace), its own /etc/hosts and a private home (mount
+namespace, an overlay whose lower layer is the image), so a file never copied to a node is really
+missing there. Images are folders holding a baked home.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from ..errors import ConfigError, ProviderError
+from . import local_net as net
+from .base import Image, Node, PackageSource, Removed
+
+if TYPE_CHECKING:
+    from ..config import ClusterConfig
+
+REQUIRED_TOOLS = ("ip", "unshare", "nsenter", "ssh-keygen", "tar")
+SSHD = "/usr/sbin/sshd"
+LOCAL_PYTHON = "3.11"
+
+
+@dataclass(frozen=True)
+class NodePaths:
+    root: Path
+
+    @property
+    def host_key(self) -> Path:
+        return self.root / "ssh_host_ed25519_key"
+
+    @property
+    def sshd_config(self) -> Path:
+        return self.root / "sshd_config"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.root / "sshd.pid"
+
+    @property
+    def upper(self) -> Path:
+        return self.root / "upper"
+
+    @property
+    def work(self) -> Path:
+        return self.root / "work"
+
+    @property
+    def hostname(self) -> Path:
+        return self.root / "hostname"
+
+    @property
+    def meta(self) -> Path:
+        return self.root / "node.json"
+
+
+class LocalProvider:
+    name = "local"
+    applies_os_steps = False
+
+    def __init__(self, root: Path, events: Callable[[str], None] = lambda _m: None,
+                 wheel_cache: Path = Path("/var/cache/xeoncluster/wheels")) -> None:
+        self.root = root
+        self.events = events
+        self.wheel_cache = wheel_cache
+
+    # --- layout -----------------------------------------------------------------------------
+    def cluster_dir(self, cluster: str) -> Path:
+        return self.root / "clusters" / cluster
+
+    def node_paths(self, cluster: str, node: str) -> NodePaths:
+        return NodePaths(self.cluster_dir(cluster) / node)
+
+    def hosts_file(self, cluster: str) -> Path:
+        return self.cluster_dir(cluster) / "hosts"
+
+    @property
+    def image_root(self) -> Path:
+        return self.root / "images"
+
+    @property
+    def empty_lower(self) -> Path:
+        return self.root / "empty"
+
+    @contextmanager
+    def _host_lock(self) -> Iterator[None]:
+        """Address allocation and the shared bridge are host-wide; serialise clusters on them."""
+        import fcntl
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / "host.lock", "a+") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            yield
+
+    # --- checks -----------------------------------------------------------------------------
+    def preflight(self, cluster: "ClusterConfig") -> list[str]:
+        if os.geteuid() != 0:
+            raise ConfigError("the local provider needs root (it creates network namespaces and mounts)",
+                              hint="run it as root, e.g. with sudo")
+        missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
+        if not os.access(SSHD, os.X_OK):
+            missing.append(SSHD)
+        if cluster.local.cpus_per_node and shutil.which("taskset") is None:
+            missing.append("taskset")
+        if missing:
+            raise ConfigError(f"the local provider needs {', '.join(missing)}, which this machine lacks",
+                              hint="apt-get install iproute2 util-linux openssh-server openssh-client tar")
+        self._check_subnet(cluster.local.subnet)
+        if cluster.ssh.user != "root":
+            raise ConfigError(f"ssh.user: the local provider logs in as root (got {cluster.ssh.user!r})",
+                              hint="remove ssh.user or set it to root")
+        return []
+
+    def _check_subnet(self, subnet: str) -> None:
+        import ipaddress
+
+        ours = net.bridge_name(subnet)
+        routes = json.loads(net.sh(["ip", "-j", "-4", "route", "show"], check=False).stdout or "[]")
+        for route in routes:
+            dst = route.get("dst", "")
+            if dst in ("default", "") or route.get("dev") == ours:
+                continue
+            if ipaddress.IPv4Network(dst if "/" in dst else f"{dst}/32").overlaps(ipaddress.IPv4Network(subnet)):
+                raise ConfigError(f"local.subnet {subnet} overlaps {dst} on {route.get('dev')}",
+                                  hint="choose another private local.subnet")
+
+    # --- resources --------------------------------------------------------------------------
+    def prepare(self, cluster: "ClusterConfig", public_key: str) -> dict[str, list[str]]:
+        self.empty_lower.mkdir(parents=True, exist_ok=True)
+        self.cluster_dir(cluster.name).mkdir(parents=True, exist_ok=True)
+        self.hosts_file(cluster.name).touch()
+        (self.cluster_dir(cluster.name) / "authorized_keys").write_text(public_key + "\n")
+        with self._host_lock():
+            created = net.ensure_bridge(cluster.local.subnet)
+        return {"bridge": [net.bridge_name(cluster.local.subnet)]} if created else {}
+
+    def launch(self, cluster: "ClusterConfig", count: int, image: Image | None, role: str,
+               first_index: int) -> list[Node]:
+        names = [f"node{first_index + i}" for i in range(count)]
+        with self._host_lock():
+            ips = net.allocate_ips(cluster.local.subnet, count)
+            for name, ip in zip(names, ips):
+                net.create_namespace(net.netns_name(cluster.name, name), net.veth_name(cluster.name, name),
+                                     ip, cluster.local.subnet)
+        self._write_hosts(cluster.name)
+        lower = self._image_home(image) if image else self.empty_lower
+        for index, (name, ip) in enumerate(zip(names, ips), start=first_index):
+            self._start_node(cluster, name, ip, lower, role, index)
+        return [self._node(cluster.name, name, ip) for name, ip in zip(names, ips)]
+
+    def _start_node(self, cluster: "ClusterConfig", name: str, ip: str, lower: Path, role: str, index: int) -> None:
+        paths = self.node_paths(cluster.name, name)
+        for folder in (paths.root, paths.upper, paths.work):
+            folder.mkdir(parents=True, exist_ok=True)
+        os.chmod(paths.upper, 0o700)
+        paths.meta.write_text(json.dumps({"role": role, "lower": str(lower), "ip": ip}))
+        paths.hostname.write_text(name + "\n")
+        self._install_authorized_key(cluster.name, paths)
+        if not paths.host_key.exists():
+            net.sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(paths.host_key)])
+        paths.sshd_config.write_text(sshd_config(ip, paths))
+        Path("/run/sshd").mkdir(exist_ok=True)
+        argv = ["ip", "netns", "exec", net.netns_name(cluster.name, name), "unshare", "--uts", "--mount",
+                "--propagation", "private", "sh", "-c", node_boot_script(name, self.hosts_file(cluster.name),
+                                                                         paths, lower)]
+        cpus = cpu_list(cluster.local.cpus_per_node, index)
+        if cpus:
+            argv = ["taskset", "-c", cpus, *argv]
+        net.sh(argv)
+
+    def _install_authorized_key(self, cluster: str, paths: NodePaths) -> None:
+        ssh_dir = paths.upper / ".ssh"
+        ssh_dir.mkdir(mode=0o700, exist_ok=True)
+        target = ssh_dir / "authorized_keys"
+        shutil.copyfile(self.cluster_dir(cluster) / "authorized_keys", target)
+        os.chmod(target, 0o600)
+
+    def _write_hosts(self, cluster: str) -> None:
+        lines = ["127.0.0.1 localhost"]
+        lines += [f"{info.ip} {info.node}" for info in net.cluster_namespaces(cluster) if info.ip]
+        hosts = self.hosts_file(cluster)
+        # Rewritten in place: every node bind-mounts this inode as /etc/hosts.
+        with open(hosts, "r+" if hosts.exists() else "w") as handle:
+            handle.seek(0)
+            handle.truncate()
+            handle.write("\n".join(lines) + "\n")
+
+    def _node(self, cluster: str, name: str, ip: str | None) -> Node:
+        paths = self.node_paths(cluster, name)
+        role = "master" if name == "node0" else "worker"
+        return Node(name=name, id=net.netns_name(cluster, name), private_ip=ip or "", ssh_host=ip or "",
+                    role=role, market="local", zone=None, instance_type=None,
+                    state="running" if sshd_pid(paths) else "stopped")
+
+    def nodes(self, cluster: "ClusterConfig") -> list[Node]:
+        return [self._node(cluster.name, info.node, info.ip) for info in net.cluster_namespaces(cluster.name)]
+
+    def host_keys(self, node: Node) -> list[str]:
+        cluster, _, name = node.id[len(net.NETNS_PREFIX):].rpartition("-")
+        pub = self.node_paths(cluster, name).host_key.with_suffix(".pub")
+        return [" ".join(pub.read_text().split()[:2])] if pub.exists() else []
+
+    def package_source(self, cluster: "ClusterConfig", packages: list[str], index_urls: list[str]) -> PackageSource:
+        """Nodes have no network, so the host fills a wheelhouse they read; index_urls are not needed."""
+        digest = hashlib.sha256("\n".join(sorted(packages)).encode()).hexdigest()[:16]
+        house = self.wheel_cache / digest
+        if not (house / ".complete").exists():
+            self.events(f"downloading {len(packages)} pinned packages into {house} (once per stack)")
+            fill_wheelhouse(house, packages)
+        return PackageSource(("--no-index", "--find-links", str(house)))
+
+    def terminate(self, cluster: "ClusterConfig") -> Removed:
+        removed: dict[str, list[str]] = {"namespaces": [], "processes": [], "bridge": []}
+        for info in net.cluster_namespaces(cluster.name):
+            removed["processes"] += [str(p) for p in net.namespace_pids(info.name)]
+            net.delete_namespace(info.name)
+            removed["namespaces"].append(info.name)
+        stray = stray_sshd_pids(self.cluster_dir(cluster.name))
+        net.kill_pids(stray)
+        removed["processes"] += [str(p) for p in stray]
+        shutil.rmtree(self.cluster_dir(cluster.name), ignore_errors=True)
+        with self._host_lock():
+            removed["bridge"] = net.remove_bridge_if_unused(cluster.local.subnet)
+        return Removed({k: v for k, v in removed.items() if v})
+
+    # --- images -----------------------------------------------------------------------------
+    def _image_home(self, image: Image) -> Path:
+        return self.image_root / image.id / "home"
+
+    def images(self) -> list[Image]:
+        found = []
+        for meta in sorted(self.image_root.glob("*/image.json")):
+            data = json.loads(meta.read_text())
+            found.append(Image(id=data["id"], key=data["key"], name=data["name"], created=data.get("created"),
+                               cluster=data.get("cluster"), size_bytes=data.get("size_bytes")))
+        return found
+
+    def find_image(self, key: str) -> Image | None:
+        return next((image for image in self.images() if image.key == key), None)
+
+    def get_image(self, image_id: str) -> Image | None:
+        return next((image for image in self.images() if image.id == image_id), None)
+
+    def bake(self, cluster: "ClusterConfig", node: Node, key: str) -> Image:
+        image_id = f"local-{key[:16]}"
+        final = self.image_root / image_id
+        staging = self.image_root / f".{image_id}.{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        (staging / "home").mkdir(parents=True)
+        pid = sshd_pid(self.node_paths(cluster.name, node.name))
+        if pid is None:
+            raise ProviderError(f"cannot bake: {node.name}'s sshd is not running")
+        # Read the home through the node's own mount namespace so the overlay is seen merged.
+        # .ssh stays behind: no key, not even authorized_keys, goes into an image.
+        script = f"tar -C /root --exclude=./.ssh --exclude=./.cache -cf - . | tar -C {staging}/home -xf -"
+        net.sh(["nsenter", "--target", str(pid), "--mount", "sh", "-c", script])
+        size = sum(f.stat().st_size for f in (staging / "home").rglob("*") if f.is_file() and not f.is_symlink())
+        meta = {"id": image_id, "key": key, "name": f"xeoncluster-{cluster.stack}-{key[:12]}",
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cluster": cluster.name,
+                "size_bytes": size}
+        (staging / "image.json").write_text(json.dumps(meta, indent=2))
+        shutil.rmtree(final, ignore_errors=True)
+        staging.rename(final)
+        return self.get_image(image_id)  # type: ignore[return-value]
+
+    def remove_image(self, image_id: str) -> Removed:
+        folder = self.image_root / image_id
+        if not (folder / "image.json").exists():
+            return Removed()
+        users = [p.parent.name for p in self.root.glob("clusters/*/*/node.json")
+                 if json.loads(p.read_text()).get("lower") == str(folder / "home")]
+        if users:
+            raise ProviderError(f"image {image_id} is in use by running nodes ({', '.join(sorted(users))})",
+                                hint="run `xeoncluster down` on the cluster that uses it first")
+        shutil.rmtree(folder)
+        return Removed({"images": [image_id]})
+
+
+def cpu_list(cpus_per_node: int | None, index: int) -> str | None:
+    if not cpus_per_node:
+        return None
+    total = os.cpu_count() or 1
+    first = (index * cpus_per_node) % total
+    return ",".join(str((first + i) % total) for i in range(min(cpus_per_node, total)))
+
+
+def sshd_config(ip: str, paths: NodePaths) -> str:
+    return "\n".join([
+        f"ListenAddress {ip}",
+        "Port 22",
+        f"HostKey {paths.host_key}",
+        f"PidFile {paths.pid_file}",
+        "PermitRootLogin prohibit-password",
+        "PasswordAuthentication no",
+        "KbdInteractiveAuthentication no",
+        "UsePAM no",
+        "AuthorizedKeysFile .ssh/authorized_keys",
+        "Subsystem sftp internal-sftp",
+        # MPI and parallel fan-out open many sessions at once.
+        "MaxStartups 200:30:400",
+        "MaxSessions 64",
+        "LogLevel ERROR",
+        "",
+    ])
+
+
+def node_boot_script(name: str, hosts: Path, paths: NodePaths, lower: Path) -> str:
+    overlay = f"lowerdir={lower},upperdir={paths.upper},workdir={paths.work}"
+    return " && ".join([
+        f"hostname {name}",
+        f"mount --bind {hosts} /etc/hosts",
+        f"mount --bind {paths.hostname} /etc/hostname",
+        f"mount -t overlay overlay -o {overlay} /root",
+        f"exec {SSHD} -f {paths.sshd_config}",
+    ])
+
+
+def sshd_pid(paths: NodePaths) -> int | None:
+    try:
+        pid = int(paths.pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if net._alive(pid) else None
+
+
+def stray_sshd_pids(cluster_dir: Path) -> list[int]:
+    """sshd daemons whose config lives under this cluster's folder, even if their namespace is gone."""
+    needle = str(cluster_dir) + "/"
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if cmdline.startswith(SSHD) and needle in cmdline:
+            pids.append(int(proc.name))
+    return pids
+
+
+def fill_wheelhouse(house: Path, packages: list[str]) -> None:
+    staging = house.with_name(house.name + ".partial")
+    staging.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(staging), *packages]
+    if f"{sys.version_info.major}.{sys.version_info.minor}" != LOCAL_PYTHON:
+        argv[5:5] = ["--only-binary=:all:", "--python-version", LOCAL_PYTHON]
+    result = subprocess.run(argv, capture_output=True, text=True)
+    if result.returncode != 0:
+        tail = (result.stderr.strip().splitlines() or ["pip download failed"])[-1]
+        raise ProviderError(f"could not fill the local wheelhouse: {tail}",
+                            hint="the local provider needs PyPI access once per stack to download the pinned packages")
+    (staging / ".complete").touch()
+    shutil.rmtree(house, ignore_errors=True)
+    staging.rename(house)

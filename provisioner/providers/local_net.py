@@ -1,0 +1,164 @@
+"""Namespaces, veths and the bridge that make up a local cluster's network.
+
+Every name is derived from the cluster and node names, so `down` can find leftovers without
+any state file.
+"""
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+
+from ..errors import ProviderError
+
+NETNS_PREFIX = "xc-"
+
+
+def sh(argv: list[str], check: bool = True, input_text: str | None = None) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(argv, capture_output=True, text=True, input=input_text)
+    if check and result.returncode != 0:
+        detail = (result.stderr or result.stdout).strip().splitlines()
+        raise ProviderError(f"`{' '.join(argv)}` failed: {detail[-1] if detail else f'exit {result.returncode}'}")
+    return result
+
+
+def netns_name(cluster: str, node: str) -> str:
+    return f"{NETNS_PREFIX}{cluster}-{node}"
+
+
+def veth_name(cluster: str, node: str) -> str:
+    # Interface names are capped at 15 bytes, so the host side carries a digest, not the names.
+    return "xv" + hashlib.sha1(f"{cluster}/{node}".encode()).hexdigest()[:10]
+
+
+def bridge_name(subnet: str) -> str:
+    return "xcbr" + hashlib.sha1(subnet.encode()).hexdigest()[:8]
+
+
+def gateway(subnet: str) -> str:
+    return str(next(ipaddress.IPv4Network(subnet).hosts()))
+
+
+@dataclass(frozen=True)
+class NamespaceInfo:
+    name: str
+    cluster: str
+    node: str
+    ip: str | None
+
+
+def list_namespaces() -> list[str]:
+    out = sh(["ip", "-j", "netns", "list"], check=False).stdout.strip()
+    if not out:
+        return []
+    return [entry["name"] for entry in json.loads(out) if entry["name"].startswith(NETNS_PREFIX)]
+
+
+def cluster_namespaces(cluster: str) -> list[NamespaceInfo]:
+    prefix = f"{NETNS_PREFIX}{cluster}-"
+    found = []
+    for name in list_namespaces():
+        node = name[len(prefix):]
+        if name.startswith(prefix) and node.startswith("node") and node[4:].isdigit():
+            found.append(NamespaceInfo(name, cluster, node, namespace_ip(name)))
+    return sorted(found, key=lambda info: int(info.node[4:]))
+
+
+def namespace_ip(ns: str) -> str | None:
+    out = sh(["ip", "-n", ns, "-j", "-4", "addr", "show", "dev", "eth0"], check=False).stdout.strip()
+    if not out:
+        return None
+    for link in json.loads(out):
+        for addr in link.get("addr_info", []):
+            return str(addr["local"])
+    return None
+
+
+def used_ips() -> set[str]:
+    return {ip for ns in list_namespaces() if (ip := namespace_ip(ns))}
+
+
+def allocate_ips(subnet: str, count: int) -> list[str]:
+    taken = used_ips() | {gateway(subnet)}
+    free = [str(h) for h in ipaddress.IPv4Network(subnet).hosts() if str(h) not in taken]
+    if len(free) < count:
+        raise ProviderError(f"local.subnet {subnet} has only {len(free)} free addresses for {count} nodes",
+                            hint="choose a larger local.subnet or remove other local clusters")
+    return free[:count]
+
+
+def ensure_bridge(subnet: str) -> bool:
+    """Create the bridge for this subnet if missing. Returns True if it was created here."""
+    bridge = bridge_name(subnet)
+    if sh(["ip", "link", "show", bridge], check=False).returncode == 0:
+        return False
+    prefix = ipaddress.IPv4Network(subnet).prefixlen
+    sh(["ip", "link", "add", bridge, "type", "bridge"])
+    sh(["ip", "addr", "add", f"{gateway(subnet)}/{prefix}", "dev", bridge])
+    sh(["ip", "link", "set", bridge, "up"])
+    return True
+
+
+def bridge_in_use(bridge: str) -> bool:
+    out = sh(["ip", "-j", "link", "show", "master", bridge], check=False).stdout.strip()
+    return bool(out and json.loads(out))
+
+
+def remove_bridge_if_unused(subnet: str) -> list[str]:
+    bridge = bridge_name(subnet)
+    if sh(["ip", "link", "show", bridge], check=False).returncode != 0 or bridge_in_use(bridge):
+        return []
+    sh(["ip", "link", "del", bridge], check=False)
+    return [bridge]
+
+
+def create_namespace(ns: str, veth: str, ip: str, subnet: str) -> None:
+    prefix = ipaddress.IPv4Network(subnet).prefixlen
+    sh(["ip", "netns", "add", ns])
+    sh(["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns])
+    sh(["ip", "link", "set", veth, "master", bridge_name(subnet)])
+    sh(["ip", "link", "set", veth, "up"])
+    sh(["ip", "-n", ns, "addr", "add", f"{ip}/{prefix}", "dev", "eth0"])
+    sh(["ip", "-n", ns, "link", "set", "eth0", "up"])
+    sh(["ip", "-n", ns, "link", "set", "lo", "up"])
+
+
+def namespace_pids(ns: str) -> list[int]:
+    out = sh(["ip", "netns", "pids", ns], check=False).stdout.split()
+    return [int(pid) for pid in out if pid.isdigit()]
+
+
+def kill_pids(pids: list[int], grace: float = 2.0) -> None:
+    for pid in pids:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+        time.sleep(0.05)
+    for pid in pids:
+        if _alive(pid):
+            _signal(pid, signal.SIGKILL)
+
+
+def delete_namespace(ns: str) -> None:
+    kill_pids(namespace_pids(ns))
+    sh(["ip", "netns", "del", ns], check=False)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split()[2] != "Z"
+    except OSError:
+        return False

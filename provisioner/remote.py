@@ -1,0 +1,243 @@
+"""SSH to nodes through Fabric, with pinned host keys and parallel fan-out.
+
+This is the one seam between the lifecycle and the nodes: tests of the AWS lifecycle replace it
+with a recording stand-in, because moto's addresses must never be dialled.
+"""
+from __future__ import annotations
+
+import io
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Protocol, TextIO
+
+import paramiko
+from fabric import Connection, ThreadingGroup
+from fabric.exceptions import GroupException
+
+from .errors import RemoteError
+from .providers.base import Node
+
+
+@dataclass(frozen=True)
+class SshIdentity:
+    user: str
+    key: Path
+    known_hosts: Path
+    timeout: int = 300
+    port: int = 22
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    node: str
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def last_line(self) -> str:
+        lines = (self.stderr.strip() or self.stdout.strip()).splitlines()
+        return lines[-1] if lines else f"exit {self.exit_code}"
+
+
+class NodeShell(Protocol):
+    """What the lifecycle needs from SSH."""
+
+    def wait_ready(self, nodes: list[Node], timeout: float) -> None: ...
+
+    def scan_host_key(self, node: Node) -> str: ...
+
+    def run(self, nodes: list[Node], command: str) -> dict[str, CommandResult]: ...
+
+    def stream(self, nodes: list[Node], command: str, sink: Callable[[str, str], None]) -> dict[str, CommandResult]: ...
+
+    def put_text(self, node: Node, text: str, remote_path: str, mode: int = 0o644) -> None: ...
+
+    def put(self, node: Node, local: Path, remote_path: str) -> None: ...
+
+    def get(self, node: Node, remote_path: str, local: Path) -> None: ...
+
+
+class LineSink(io.TextIOBase):
+    """A stream Fabric writes into; hands complete lines, labelled by node, to a callback."""
+
+    def __init__(self, node: str, sink: Callable[[str, str], None]) -> None:
+        self.node = node
+        self.sink = sink
+        self.buffer = ""
+        self.lock = threading.Lock()
+
+    def write(self, text: str) -> int:  # type: ignore[override]
+        with self.lock:
+            self.buffer += text
+            *lines, self.buffer = self.buffer.split("\n")
+        for line in lines:
+            self.sink(self.node, line)
+        return len(text)
+
+    def flush(self) -> None:
+        with self.lock:
+            rest, self.buffer = self.buffer, ""
+        if rest:
+            self.sink(self.node, rest)
+
+
+class FabricShell:
+    def __init__(self, identity: SshIdentity) -> None:
+        self.identity = identity
+
+    def connection(self, node: Node) -> Connection:
+        conn = Connection(
+            host=node.ssh_host,
+            user=self.identity.user,
+            port=self.identity.port,
+            connect_timeout=15,
+            connect_kwargs={"key_filename": str(self.identity.key), "look_for_keys": False, "allow_agent": False},
+        )
+        # Fabric installs AutoAddPolicy; pin to the cluster's known_hosts and refuse anything else.
+        conn.client.load_host_keys(str(self.identity.known_hosts))
+        conn.client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        return conn
+
+    def wait_ready(self, nodes: list[Node], timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        pending = list(nodes)
+        while pending:
+            pending = [node for node in pending if not _port_open(node.ssh_host, self.identity.port)]
+            if pending and time.monotonic() > deadline:
+                names = ", ".join(n.name for n in pending)
+                raise RemoteError(f"SSH did not answer on {names} within {int(timeout)}s",
+                                  hint="raise ssh.timeout, or check the security group / ssh.cidr")
+            if pending:
+                time.sleep(0.2)
+
+    def scan_host_key(self, node: Node) -> str:
+        """Trust on first use: read the key the node presents, to be pinned from now on."""
+        sock = socket.create_connection((node.ssh_host, self.identity.port), timeout=15)
+        transport = paramiko.Transport(sock)
+        try:
+            transport.start_client(timeout=15)
+            key = transport.get_remote_server_key()
+            return f"{key.get_name()} {key.get_base64()}"
+        finally:
+            transport.close()
+
+    def run(self, nodes: list[Node], command: str) -> dict[str, CommandResult]:
+        return self._group_do(nodes, command, hide=True)
+
+    def stream(self, nodes: list[Node], command: str, sink: Callable[[str, str], None]) -> dict[str, CommandResult]:
+        results = {}
+        threads = []
+        lock = threading.Lock()
+
+        def one(node: Node) -> None:
+            out, err = LineSink(node.name, sink), LineSink(node.name, sink)
+            result = self._run_one(node, command, out_stream=out, err_stream=err)
+            out.flush()
+            err.flush()
+            with lock:
+                results[node.name] = result
+
+        for node in nodes:
+            thread = threading.Thread(target=one, args=(node,), daemon=True)
+            thread.start()
+            threads.append(thread)
+        for thread in threads:
+            thread.join()
+        return results
+
+    def _run_one(self, node: Node, command: str, **kwargs: object) -> CommandResult:
+        conn = self.connection(node)
+        try:
+            result = conn.run(command, warn=True, hide=True, in_stream=False, **kwargs)
+            return CommandResult(node.name, result.exited, result.stdout, result.stderr)
+        except Exception as exc:  # noqa: BLE001 - any transport failure is reported per node
+            raise _remote_error(node, exc) from None
+        finally:
+            conn.close()
+
+    def _group_do(self, nodes: list[Node], command: str, hide: bool) -> dict[str, CommandResult]:
+        conns = {node.ssh_host: node for node in nodes}
+        group = ThreadingGroup.from_connections([self.connection(node) for node in nodes])
+        try:
+            outcome = group.run(command, warn=True, hide=hide, in_stream=False)
+        except GroupException as exc:
+            outcome = exc.result
+        finally:
+            group.close()
+        results = {}
+        for conn, value in outcome.items():
+            node = conns[conn.host]
+            if isinstance(value, Exception):
+                raise _remote_error(node, value)
+            results[node.name] = CommandResult(node.name, value.exited, value.stdout, value.stderr)
+        return results
+
+    def put_text(self, node: Node, text: str, remote_path: str, mode: int = 0o644) -> None:
+        conn = self.connection(node)
+        try:
+            conn.put(io.BytesIO(text.encode()), remote_path)
+            conn.sftp().chmod(remote_path, mode)
+        except Exception as exc:  # noqa: BLE001
+            raise _remote_error(node, exc) from None
+        finally:
+            conn.close()
+
+    def put(self, node: Node, local: Path, remote_path: str) -> None:
+        conn = self.connection(node)
+        try:
+            conn.put(str(local), remote_path)
+        except Exception as exc:  # noqa: BLE001
+            raise _remote_error(node, exc) from None
+        finally:
+            conn.close()
+
+    def get(self, node: Node, remote_path: str, local: Path) -> None:
+        conn = self.connection(node)
+        try:
+            local.parent.mkdir(parents=True, exist_ok=True)
+            conn.get(remote_path, str(local))
+        except FileNotFoundError:
+            raise RemoteError(f"{node.name}: {remote_path} does not exist") from None
+        except Exception as exc:  # noqa: BLE001
+            raise _remote_error(node, exc) from None
+        finally:
+            conn.close()
+
+
+def _port_open(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def _remote_error(node: Node, exc: BaseException) -> RemoteError:
+    if isinstance(exc, paramiko.BadHostKeyException):
+        return RemoteError(f"{node.name} ({node.ssh_host}) presented a host key that does not match the pinned one",
+                           hint="the node was replaced or someone is intercepting; recreate the cluster if expected")
+    if isinstance(exc, paramiko.SSHException) and "not found in known_hosts" in str(exc):
+        return RemoteError(f"{node.name} ({node.ssh_host}) has no pinned host key; refusing to connect",
+                           hint="run `xeoncluster up` again to pin it")
+    if isinstance(exc, (OSError, socket.timeout, paramiko.SSHException, EOFError)):
+        return RemoteError(f"{node.name} ({node.ssh_host}) is unreachable over SSH: {exc or type(exc).__name__}",
+                           hint="`xeoncluster status` shows which nodes answer")
+    return RemoteError(f"{node.name}: {type(exc).__name__}: {exc}")
+
+
+def write_stream(stream: TextIO) -> Callable[[str, str], None]:
+    lock = threading.Lock()
+
+    def sink(node: str, line: str) -> None:
+        with lock:
+            stream.write(f"[{node}] {line}\n")
+            stream.flush()
+
+    return sink

@@ -1,0 +1,92 @@
+"""Rendering results for people: tables and summaries on stdout."""
+from __future__ import annotations
+
+import sys
+import threading
+
+from rich.console import Console
+from rich.table import Table
+
+from .config import ClusterConfig
+from .errors import ConfigError, XeonClusterError
+from .providers.base import Image, Removed
+
+
+def _console() -> Console:
+    # Piped output keeps whole rows: scripts grep it, and a narrow default would truncate addresses.
+    width = None if sys.stdout.isatty() else 200
+    return Console(file=sys.stdout, highlight=False, width=width)
+
+
+def up_result(session, result) -> None:  # type: ignore[no-untyped-def]
+    console = _console()
+    cfg = session.config
+    if not result.already_up:
+        image = result.image.describe() if result.image else "no image"
+        console.print(f"cluster '{cfg.name}' is up: {len(result.nodes)} node(s) in {result.seconds:.1f}s; {image}")
+    for node in result.nodes:
+        console.print(f"  {node.name:7} {node.role:7} {node.ssh_host:16} {node.market}")
+    console.print(f"next: xeoncluster exec --name {cfg.name} -- hostname   |   "
+                  f"xeoncluster train squad --name {cfg.name}   |   xeoncluster down --name {cfg.name}")
+
+
+def removed(result: Removed, what: str) -> None:
+    console = _console()
+    if result.empty:
+        console.print(f"nothing to remove for '{what}'")
+        return
+    for kind, ids in result.items.items():
+        if ids:
+            console.print(f"removed {kind}: {', '.join(ids)}")
+
+
+def status_table(cfg: ClusterConfig, rows) -> None:  # type: ignore[no-untyped-def]
+    table = Table(title=f"cluster '{cfg.name}' ({cfg.provider})", title_justify="left")
+    cloud = cfg.provider != "local"
+    columns = ["node", "role", "state", "ssh", "address", "private ip"] + (
+        ["market", "zone", "type", "$/h"] if cloud else [])
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        node = row.node
+        cells = [node.name, node.role, node.state, "up" if row.answers else f"DOWN ({row.detail})",
+                 node.ssh_host, node.private_ip]
+        if cloud:
+            price = f"{node.price_per_hour:.3f}" if node.price_per_hour is not None else "-"
+            cells += [node.market, node.zone or "-", node.instance_type or "-", price]
+        table.add_row(*cells)
+    _console().print(table)
+
+
+def images_table(images: list[Image]) -> None:
+    table = Table(title="images", title_justify="left")
+    for column in ("id", "name", "key", "created", "baked by", "size"):
+        table.add_column(column)
+    for image in images:
+        size = f"{image.size_bytes / 2**20:.0f} MiB" if image.size_bytes else "-"
+        table.add_row(image.id, image.name, image.key[:12], image.created or "-", image.cluster or "-", size)
+    _console().print(table)
+
+
+def exec_stream(session, only: list[str], command: str) -> int:  # type: ignore[no-untyped-def]
+    record = session.state.load()
+    if record is None:
+        raise XeonClusterError(f"cluster '{session.config.name}' is not up", hint="run `xeoncluster up` first")
+    nodes = record.node_list()
+    unknown = sorted(set(only) - {n.name for n in nodes})
+    if unknown:
+        raise ConfigError(f"--node: no node {', '.join(unknown)} in cluster '{record.name}'")
+    targets = [n for n in nodes if not only or n.name in only]
+    lock = threading.Lock()
+    width = max(len(n.name) for n in targets)
+
+    def sink(node: str, line: str) -> None:
+        with lock:
+            sys.stdout.write(f"{node:>{width}} | {line}\n")
+            sys.stdout.flush()
+
+    results = session.shell().stream(targets, command, sink)
+    failed = {name: r.exit_code for name, r in results.items() if not r.ok}
+    if failed:
+        sys.stderr.write("exit codes: " + ", ".join(f"{n}={c}" for n, c in sorted(failed.items())) + "\n")
+    return max(failed.values(), default=0)

@@ -1,0 +1,183 @@
+"""The per-cluster state folder: state.json, the lock, the key, ssh files, logs and runs."""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Iterator
+
+from pydantic import BaseModel, Field
+
+from .errors import BusyError, XeonClusterError
+from .providers.base import Node
+
+
+def xeoncluster_home() -> Path:
+    return Path(os.environ.get("XEONCLUSTER_HOME") or Path.home() / ".xeoncluster")
+
+
+class ClusterRecord(BaseModel):
+    """What state.json holds. It mirrors what exists; the provider's tags/namespaces stay the truth."""
+
+    name: str
+    provider: str
+    status: str = "creating"
+    config: dict[str, Any] = Field(default_factory=dict)
+    steps_done: list[str] = Field(default_factory=list)
+    resources: dict[str, list[str]] = Field(default_factory=dict)
+    nodes: list[dict[str, Any]] = Field(default_factory=list)
+    image: dict[str, Any] | None = None
+    created_at: float = Field(default_factory=time.time)
+
+    def node_list(self) -> list[Node]:
+        return [Node(**item) for item in self.nodes]
+
+    def set_nodes(self, nodes: list[Node]) -> None:
+        self.nodes = [asdict(node) for node in nodes]
+
+    def add_resources(self, kind: str, ids: list[str]) -> None:
+        known = self.resources.setdefault(kind, [])
+        known.extend(i for i in ids if i not in known)
+
+
+class StateDir:
+    def __init__(self, name: str, home: Path | None = None) -> None:
+        self.name = name
+        self.path = (home or xeoncluster_home()) / "clusters" / name
+
+    @property
+    def state_file(self) -> Path:
+        return self.path / "state.json"
+
+    @property
+    def key(self) -> Path:
+        return self.path / "id_ed25519"
+
+    @property
+    def ssh_config(self) -> Path:
+        return self.path / "ssh_config"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.path / "known_hosts"
+
+    @property
+    def hostfile(self) -> Path:
+        return self.path / "hosts"
+
+    @property
+    def logs(self) -> Path:
+        return self.path / "logs"
+
+    @property
+    def runs(self) -> Path:
+        return self.path / "runs"
+
+    def exists(self) -> bool:
+        return self.state_file.is_file()
+
+    def create(self) -> None:
+        self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.logs.mkdir(exist_ok=True)
+        self.runs.mkdir(exist_ok=True)
+
+    def load(self) -> ClusterRecord | None:
+        if not self.exists():
+            return None
+        try:
+            return ClusterRecord.model_validate_json(self.state_file.read_text())
+        except ValueError as exc:
+            raise XeonClusterError(
+                f"state file {self.state_file} is corrupt: {str(exc).splitlines()[0]}",
+                hint=f"run `xeoncluster down --name {self.name}`; it finds resources by tag",
+            ) from None
+
+    def save(self, record: ClusterRecord) -> None:
+        self.create()
+        atomic_write(self.state_file, record.model_dump_json(indent=2))
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+    def new_log(self, command: str) -> Path:
+        self.create()
+        return self.logs / f"{command}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+
+    def ensure_key(self) -> Path:
+        """Create the cluster's ed25519 key once; it never leaves this folder except to the master."""
+        self.create()
+        if not self.key.exists():
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"xeoncluster-{self.name}", "-f", str(self.key)],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+        os.chmod(self.key, 0o600)
+        return self.key
+
+    def public_key(self) -> str:
+        return self.key.with_suffix(".pub").read_text().strip()
+
+    @contextmanager
+    def lock(self, command: str) -> Iterator[None]:
+        fresh = not self.path.exists()
+        self.create()
+        handle = open(self.path / "lock", "a+")
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "another command"
+                raise BusyError(
+                    f"cluster '{self.name}' is busy: {holder} is running on it",
+                    hint="wait for it to finish, or use another --name",
+                ) from None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"`{command}` (pid {os.getpid()})")
+            handle.flush()
+            yield
+        finally:
+            handle.close()
+            if fresh and not self.exists():
+                self._remove_if_empty()
+
+    def _remove_if_empty(self) -> None:
+        """A command refused before it created anything leaves no folder behind."""
+        has_logs = self.logs.is_dir() and any(self.logs.iterdir())
+        if not has_logs and self.path.exists():
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
+def atomic_write(path: Path, text: str, mode: int = 0o600) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def list_clusters(home: Path | None = None) -> list[str]:
+    root = (home or xeoncluster_home()) / "clusters"
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "state.json").is_file())
+
+
+def dump_json(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=True)
