@@ -185,7 +185,8 @@ def images_rm(ctx: click.Context, image_id: str) -> None:
 def main() -> None:
     debug = "--debug" in sys.argv
     try:
-        cli.main(standalone_mode=False, prog_name="xeoncluster")
+        code = cli.main(standalone_mode=False, prog_name="xeoncluster")
+        sys.exit(code if isinstance(code, int) else 0)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         sys.exit(130)
@@ -200,8 +201,6 @@ def main() -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
 
 
 if __name__ == "__main__":

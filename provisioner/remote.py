@@ -132,25 +132,20 @@ class FabricShell:
         return self._group_do(nodes, command, hide=True)
 
     def stream(self, nodes: list[Node], command: str, sink: Callable[[str, str], None]) -> dict[str, CommandResult]:
-        results = {}
-        threads = []
-        lock = threading.Lock()
+        from concurrent.futures import ThreadPoolExecutor
 
-        def one(node: Node) -> None:
+        def one(node: Node) -> CommandResult:
             out, err = LineSink(node.name, sink), LineSink(node.name, sink)
-            result = self._run_one(node, command, out_stream=out, err_stream=err)
-            out.flush()
-            err.flush()
-            with lock:
-                results[node.name] = result
+            try:
+                return self._run_one(node, command, out_stream=out, err_stream=err)
+            finally:
+                out.flush()
+                err.flush()
 
-        for node in nodes:
-            thread = threading.Thread(target=one, args=(node,), daemon=True)
-            thread.start()
-            threads.append(thread)
-        for thread in threads:
-            thread.join()
-        return results
+        with ThreadPoolExecutor(max_workers=max(1, min(64, len(nodes)))) as pool:
+            futures = {node.name: pool.submit(one, node) for node in nodes}
+        # .result() re-raises a node's RemoteError here, in the caller's thread.
+        return {name: future.result() for name, future in futures.items()}
 
     def _run_one(self, node: Node, command: str, **kwargs: object) -> CommandResult:
         conn = self.connection(node)

@@ -356,7 +356,8 @@ def fill_wheelhouse(house: Path, packages: list[str]) -> None:
         argv[5:5] = ["--only-binary=:all:", "--python-version", LOCAL_PYTHON]
     result = subprocess.run(argv, capture_output=True, text=True)
     if result.returncode != 0:
-        tail = (result.stderr.strip().splitlines() or ["pip download failed"])[-1]
+        errors = [ln for ln in result.stderr.splitlines() if ln.startswith("ERROR:")] or ["pip download failed"]
+        tail = errors[0].removeprefix("ERROR: ")
         raise ProviderError(f"could not fill the local wheelhouse: {tail}",
                             hint="the local provider needs PyPI access once per stack to download the pinned packages")
     (staging / ".complete").touch()

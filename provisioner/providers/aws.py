@@ -1,0 +1,265 @@
+"""The AWS EC2 provider: composes the stateless steps of the aws_* modules.
+
+Every resource carries xeoncluster:cluster=<name>; teardown finds them by that tag alone.
+Mutating EC2 calls per operation do not grow with the node count: one run_instances per
+launch attempt, and node names come from tags plus AmiLaunchIndex rather than per-node tags.
+"""
+from __future__ import annotations
+
+import time
+import urllib.request
+from typing import TYPE_CHECKING, Any, Callable
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ..errors import ProviderError
+from . import aws_images, aws_network, aws_teardown
+from .aws_clients import ApiCall, AwsClients, translated
+from .aws_instances import (LaunchSpec, describe_instances, launch_with_fallback, node_index,
+                            parse_host_keys, plan_attempts, terminate_now, to_node)
+from .aws_preflight import resolve_ssh_cidr, run_preflight
+from .aws_pricing import (Plan, PlannedImage, PlannedInstances, PlannedResource, PriceQuote, quote,
+                          total_per_hour)
+from .base import Image, Node, PackageSource, Removed
+
+if TYPE_CHECKING:
+    from ..config import ClusterConfig
+
+CHECKIP_URL = "https://checkip.amazonaws.com"
+
+
+def checkip_caller_ip() -> str:
+    """The default ssh.cidr=auto resolver. Never used by tests: they inject `caller_ip`."""
+    with urllib.request.urlopen(CHECKIP_URL, timeout=5) as reply:  # noqa: S310 - fixed https URL
+        return str(reply.read().decode().strip())
+
+
+class AwsProvider:
+    name = "aws"
+
+    def __init__(self, region: str, profile: str | None = None,
+                 events: Callable[[str], None] = lambda m: None,
+                 caller_ip: Callable[[], str] | None = None) -> None:
+        self.region = region
+        self.profile = profile
+        self.events = events
+        self.clients = AwsClients(region, profile)
+        self._caller_ip = caller_ip or checkip_caller_ip
+        self._resolved_cidrs: dict[str, str] = {}
+        # Waiter pacing and the sleep used between retries; tests shorten them.
+        self.instance_wait = {"Delay": 5, "MaxAttempts": 120}
+        self.image_wait = {"Delay": 15, "MaxAttempts": 160}
+        self.sleep: Callable[[float], None] = time.sleep
+
+    @property
+    def ec2(self) -> Any:
+        return self.clients.ec2
+
+    @property
+    def calls(self) -> list[ApiCall]:
+        return self.clients.calls
+
+    def ssh_cidr(self, cluster: "ClusterConfig") -> str:
+        cidr = cluster.ssh.cidr
+        if cidr not in self._resolved_cidrs:
+            self._resolved_cidrs[cidr] = resolve_ssh_cidr(cidr, self._caller_ip)
+        return self._resolved_cidrs[cidr]
+
+    # -- preflight -------------------------------------------------------------------------
+    def preflight(self, cluster: "ClusterConfig") -> list[str]:
+        return run_preflight(self.clients, cluster, lambda: self.ssh_cidr(cluster))
+
+    # -- prepare: a pipeline of small named steps --------------------------------------------
+    def prepare(self, cluster: "ClusterConfig", public_key: str) -> dict[str, list[str]]:
+        created: dict[str, list[str]] = {"key_pair": [], "security_group": [], "placement_group": []}
+        with translated(f"preparing cluster {cluster.name} in {self.region}"):
+            vpc_id = aws_network.resolve_vpc(self.ec2, cluster.vpc_id)
+            self._configure_key_pair(cluster, public_key, created)
+            self._configure_security_group(cluster, vpc_id, created)
+            if cluster.placement_group:
+                self._configure_placement_group(cluster, created)
+        return created
+
+    def _configure_key_pair(self, cluster: "ClusterConfig", public_key: str, created: dict[str, list[str]]) -> None:
+        result = aws_network.ensure_key_pair(self.ec2, cluster.name, public_key)
+        if result.created:
+            created["key_pair"].append(result.name)
+        verb = "replaced (local key changed)" if result.replaced else "imported" if result.created else "reused"
+        self.events(f"key pair {result.name}: {verb}")
+
+    def _configure_security_group(self, cluster: "ClusterConfig", vpc_id: str, created: dict[str, list[str]]) -> None:
+        result = aws_network.ensure_security_group(self.ec2, cluster.name, vpc_id, self.ssh_cidr(cluster))
+        if result.created:
+            created["security_group"].append(result.id)
+        changes = [f"+{r}" for r in result.authorized] + [f"-{r}" for r in result.revoked]
+        self.events(f"security group {result.id} in {vpc_id}: {'created' if result.created else 'reused'}"
+                    + (f" ({'; '.join(changes)})" if changes else ""))
+
+    def _configure_placement_group(self, cluster: "ClusterConfig", created: dict[str, list[str]]) -> None:
+        result = aws_network.ensure_placement_group(self.ec2, cluster.name)
+        if result.created:
+            created["placement_group"].append(result.name)
+        self.events(f"placement group {result.name} (cluster strategy): {'created' if result.created else 'reused'}")
+
+    # -- images ----------------------------------------------------------------------------
+    def base_image_id(self, cluster: "ClusterConfig") -> str:
+        with translated("reading the Ubuntu 24.04 image id from SSM"):
+            return aws_images.base_image_id(self.clients.client("ssm"))
+
+    def find_image(self, key: str) -> Image | None:
+        with translated(f"looking up the image for key {key[:16]}"):
+            return aws_images.find_image(self.ec2, key)
+
+    def get_image(self, image_id: str) -> Image | None:
+        with translated(f"describing image {image_id}"):
+            raw = aws_images.describe_image(self.ec2, image_id)
+        return aws_images.to_image(raw) if raw else None
+
+    def bake(self, cluster: "ClusterConfig", node: Node, key: str) -> Image:
+        with translated(f"baking an image from {node.name} ({node.id})"):
+            image = aws_images.bake(self.ec2, cluster.name, node.id, key, self.image_wait)
+        self.events(f"baked image {image.id} from {node.name} for key {key[:16]}")
+        return image
+
+    def images(self) -> list[Image]:
+        with translated("listing images"):
+            return aws_images.own_images(self.ec2)
+
+    def remove_image(self, image_id: str) -> Removed:
+        with translated(f"removing image {image_id}"):
+            return aws_images.remove_image(self.ec2, image_id)
+
+    def purge_images(self, cluster: "ClusterConfig") -> Removed:
+        with translated(f"removing the images of cluster {cluster.name}"):
+            return aws_images.purge_images(self.ec2, cluster.name)
+
+    # -- instances -------------------------------------------------------------------------
+    def launch(self, cluster: "ClusterConfig", count: int, image: Image | None, role: str,
+               first_index: int) -> list[Node]:
+        if count <= 0:
+            return []
+        doing = f"launching {count} {role} node(s) for {cluster.name}"
+        with translated(doing):
+            spec, zones_by_type = self._launch_spec(cluster, count, image, role, first_index)
+        market = cluster.effective_master_market if role == "master" else cluster.market
+        attempts = plan_attempts(cluster.instance_types, zones_by_type, market, cluster.on_demand_fallback)
+        launched = launch_with_fallback(self.ec2, spec, attempts, self.instance_wait, self.events)
+        ids = list(launched.instance_ids)
+        try:
+            with translated(doing):
+                raws = describe_instances(self.ec2, ids=ids)
+        except BaseException:
+            terminate_now(self.ec2, ids)
+            raise
+        return sorted((to_node(r, cluster.ssh.address) for r in raws), key=node_index)
+
+    def _launch_spec(self, cluster: "ClusterConfig", count: int, image: Image | None, role: str,
+                     first_index: int) -> tuple[LaunchSpec, dict[str, list[str]]]:
+        ec2 = self.ec2
+        image_id = image.id if image is not None else self.base_image_id(cluster)
+        raw_image = aws_images.describe_image(ec2, image_id)
+        if raw_image is None:
+            raise ProviderError(f"image {image_id} not found in {self.region}")
+        vpc_id = aws_network.resolve_vpc(ec2, cluster.vpc_id)
+        group = aws_network.find_security_group(ec2, cluster.name, vpc_id)
+        if group is None:
+            raise ProviderError(f"security group {aws_network.resource_name(cluster.name)} is missing",
+                                hint="run `xeoncluster up` again; it re-creates it")
+        subnets = aws_network.subnets_by_zone(ec2, vpc_id)
+        offered = aws_network.offered_zones(ec2, cluster.instance_types)
+        wanted = cluster.zones or list(subnets)
+        zones_by_type = {t: [z for z in wanted if z in subnets and z in offered.get(t, set())]
+                         for t in cluster.instance_types}
+        spec = LaunchSpec(
+            cluster=cluster.name, role=role, count=count, first_index=first_index, image_id=image_id,
+            root_device=raw_image.get("RootDeviceName", "/dev/sda1"), root_gib=cluster.root_volume_gib,
+            key_name=aws_network.resource_name(cluster.name), security_group_id=group["GroupId"],
+            subnets=subnets, placement_group=aws_network.resource_name(cluster.name) if cluster.placement_group else None,
+            public_ip=cluster.ssh.address == "public")
+        return spec, zones_by_type
+
+    def nodes(self, cluster: "ClusterConfig") -> list[Node]:
+        with translated(f"listing the nodes of {cluster.name}"):
+            raws = describe_instances(self.ec2, cluster=cluster.name)
+        return sorted((to_node(r, cluster.ssh.address) for r in raws), key=node_index)
+
+    def host_keys(self, node: Node) -> list[str]:
+        try:
+            output = self.ec2.get_console_output(InstanceId=node.id).get("Output", "")
+        except (ClientError, BotoCoreError):
+            return []
+        return parse_host_keys(output)
+
+    def package_source(self, cluster: "ClusterConfig", packages: list[str], index_urls: list[str]) -> PackageSource:
+        # Real nodes reach the public indexes; no wheelhouse is needed on AWS.
+        return PackageSource(pip_args=tuple(arg for url in index_urls for arg in ("--extra-index-url", url)))
+
+    # -- teardown --------------------------------------------------------------------------
+    def terminate(self, cluster: "ClusterConfig") -> Removed:
+        ec2 = self.ec2
+        with translated(f"tearing down {cluster.name} in {self.region}"):
+            instance_ids, linked = aws_teardown.find_instance_ids(ec2, cluster.name)
+            # Cancel first so that no request launches a replacement while we terminate.
+            spot = aws_teardown.cancel_spot_requests(ec2, cluster.name, linked)
+            if instance_ids:
+                aws_teardown.terminate_instances(ec2, instance_ids, self.instance_wait)
+            groups = aws_teardown.delete_security_groups(ec2, cluster.name, self.sleep, self.events)
+            keys = aws_teardown.delete_key_pairs(ec2, cluster.name)
+            placement = aws_teardown.delete_placement_groups(ec2, cluster.name)
+        removed = Removed({"instances": instance_ids, "spot_requests": spot, "security_group": groups,
+                           "key_pair": keys, "placement_group": placement})
+        counts = ", ".join(f"{len(v)} {k}" for k, v in removed.items.items() if v) or "nothing"
+        self.events(f"terminate {cluster.name}: removed {counts}")
+        return removed
+
+    # -- prices and plan (read-only) -------------------------------------------------------
+    def prices(self, cluster: "ClusterConfig") -> dict[str, PriceQuote]:
+        pricing = self.clients.client("pricing", region="us-east-1")
+        with translated("reading prices"):
+            return quote(self.ec2, pricing, cluster.instance_types, self.region)
+
+    def plan(self, cluster: "ClusterConfig", image_key: str) -> Plan:
+        with translated(f"planning {cluster.name} in {self.region}"):
+            resources = self._planned_resources(cluster)
+            image = self._planned_image(cluster, image_key)
+        prices = self.prices(cluster)
+        first = cluster.instance_types[0]
+        worker_image = image.id or "baked from node0"
+        master_image = image.id if image.source != "base+bake" else image.base_id
+        groups = [
+            PlannedInstances("master", 1, first, cluster.effective_master_market, master_image or "",
+                             prices[first].for_market(cluster.effective_master_market)),
+            PlannedInstances("worker", cluster.nodes - 1, first, cluster.market, worker_image,
+                             prices[first].for_market(cluster.market)),
+        ]
+        notes = tuple(f"fallback instance type: {t}" for t in cluster.instance_types[1:])
+        if cluster.market == "spot" and cluster.on_demand_fallback:
+            notes += ("spot falls back to on-demand when no capacity",)
+        return Plan(cluster.name, self.region, tuple(resources), tuple(g for g in groups if g.count), image,
+                    total_per_hour(groups), prices, notes)
+
+    def _planned_resources(self, cluster: "ClusterConfig") -> list[PlannedResource]:
+        ec2, name = self.ec2, aws_network.resource_name(cluster.name)
+        vpc_id = aws_network.resolve_vpc(ec2, cluster.vpc_id)
+        has_key = bool(ec2.describe_key_pairs(Filters=[{"Name": "key-name", "Values": [name]}])["KeyPairs"])
+        has_group = aws_network.find_security_group(ec2, cluster.name, vpc_id) is not None
+        rules = f"all traffic from itself; tcp/22 from {self.ssh_cidr(cluster)}"
+        resources = [
+            PlannedResource("key_pair", name, "reuse" if has_key else "create"),
+            PlannedResource("security_group", name, "reuse" if has_group else "create", f"{vpc_id}: {rules}"),
+        ]
+        if cluster.placement_group:
+            found = ec2.describe_placement_groups(Filters=[{"Name": "group-name", "Values": [name]}]).get("PlacementGroups")
+            resources.append(PlannedResource("placement_group", name, "reuse" if found else "create", "strategy cluster"))
+        return resources
+
+    def _planned_image(self, cluster: "ClusterConfig", image_key: str) -> PlannedImage:
+        if cluster.image.startswith("ami-"):
+            return PlannedImage(image_key, cluster.image, "explicit", None)
+        base = aws_images.base_image_id(self.clients.client("ssm"))
+        if cluster.image == "none":
+            return PlannedImage(image_key, base, "base", base)
+        cached = aws_images.find_image(self.ec2, image_key)
+        if cached is not None:
+            return PlannedImage(image_key, cached.id, "cached", base)
+        return PlannedImage(image_key, None, "base+bake", base)

@@ -1,0 +1,200 @@
+"""Instances: the run_instances request as a value, capacity fallback, and Node views from tags."""
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from botocore.exceptions import BotoCoreError, ClientError, WaiterError
+
+from ..errors import ProviderError
+from .aws_clients import (TAG_INDEX_BASE, chunks, cluster_filter, cluster_tags, error_text,
+                          is_capacity_error, paginate, provider_error, tag_specs, tags_of)
+from .base import TAG_ROLE, Node
+
+LIVE_STATES = ["pending", "running", "stopping", "stopped"]
+HOST_KEYS_BLOCK = re.compile(r"-----BEGIN SSH HOST KEY KEYS-----(.*?)-----END SSH HOST KEY KEYS-----", re.S)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    instance_type: str
+    zone: str
+    market: str
+
+    def __str__(self) -> str:
+        return f"{self.instance_type} {self.market} in {self.zone}"
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything about a launch except where and what it lands on (the Attempt)."""
+
+    cluster: str
+    role: str
+    count: int
+    first_index: int
+    image_id: str
+    root_device: str
+    root_gib: int
+    key_name: str
+    security_group_id: str
+    subnets: dict[str, str]
+    placement_group: str | None
+    public_ip: bool
+
+
+@dataclass(frozen=True)
+class Launched:
+    attempt: Attempt
+    instance_ids: tuple[str, ...]
+    failures: tuple[str, ...]
+
+
+def node_name(index: int) -> str:
+    return f"node{index}"
+
+
+def instance_name(spec: LaunchSpec) -> str:
+    last = spec.first_index + spec.count - 1
+    suffix = node_name(spec.first_index) if spec.count == 1 else f"nodes{spec.first_index}-{last}"
+    return f"{spec.cluster}-{suffix}"
+
+
+def run_request(spec: LaunchSpec, attempt: Attempt, client_token: str) -> dict[str, Any]:
+    """The run_instances arguments for one attempt: a value that plan and tests can inspect."""
+    # One tag set for all instances keeps launch at one mutating call; each node's name is
+    # index-base + AmiLaunchIndex, read back by nodes().
+    tags = cluster_tags(spec.cluster, spec.role, **{TAG_INDEX_BASE: str(spec.first_index), "Name": instance_name(spec)})
+    kinds = ["instance", "volume"] + (["spot-instances-request"] if attempt.market == "spot" else [])
+    request: dict[str, Any] = {
+        "ImageId": spec.image_id, "InstanceType": attempt.instance_type,
+        "MinCount": spec.count, "MaxCount": spec.count, "KeyName": spec.key_name,
+        "ClientToken": client_token,
+        "NetworkInterfaces": [{"DeviceIndex": 0, "SubnetId": spec.subnets[attempt.zone],
+                               "Groups": [spec.security_group_id], "DeleteOnTermination": True,
+                               "AssociatePublicIpAddress": spec.public_ip}],
+        "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1},
+        "BlockDeviceMappings": [{"DeviceName": spec.root_device, "Ebs": {
+            "VolumeSize": spec.root_gib, "VolumeType": "gp3", "Encrypted": True, "DeleteOnTermination": True}}],
+        "InstanceInitiatedShutdownBehavior": "terminate",
+        "TagSpecifications": tag_specs(tags, *kinds),
+    }
+    if spec.placement_group:
+        request["Placement"] = {"GroupName": spec.placement_group}
+    if attempt.market == "spot":
+        request["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": {
+            "SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}}
+    return request
+
+
+def plan_attempts(instance_types: list[str], zones_by_type: dict[str, list[str]], market: str,
+                  on_demand_fallback: bool) -> list[Attempt]:
+    """Next zone, then next type, then (spot only, if allowed) the same again on demand."""
+    markets = [market] + (["on-demand"] if market == "spot" and on_demand_fallback else [])
+    return [Attempt(t, z, m) for m in markets for t in instance_types for z in zones_by_type.get(t, [])]
+
+
+def launch_with_fallback(ec2: Any, spec: LaunchSpec, attempts: list[Attempt], wait: dict[str, int],
+                         events: Callable[[str], None]) -> Launched:
+    failures: list[str] = []
+    for attempt in attempts:
+        try:
+            ids = _run_once(ec2, spec, attempt, wait)
+        except _CapacityFailure as failure:
+            failures.append(f"{attempt} ({failure})")
+            events(f"{spec.role}: {attempt} unavailable ({failure}); trying the next option")
+            continue
+        reason = f" after {'; '.join(failures)}" if failures else ""
+        events(f"launched {spec.count} {spec.role} node(s) as {attempt}{reason}")
+        return Launched(attempt, tuple(ids), tuple(failures))
+    tried = "; ".join(failures) if failures else "no zone offers the requested instance types"
+    hint = "add instance types or zones" + (", or set on_demand_fallback: true" if attempts and attempts[0].market == "spot" else "")
+    raise ProviderError(f"could not launch {spec.count} {spec.role} node(s): {tried}", hint=hint)
+
+
+class _CapacityFailure(Exception):
+    pass
+
+
+def _run_once(ec2: Any, spec: LaunchSpec, attempt: Attempt, wait: dict[str, int]) -> list[str]:
+    # A client token makes botocore's retries of this call idempotent: no duplicate fleets.
+    request = run_request(spec, attempt, client_token=uuid.uuid4().hex)
+    try:
+        reply = ec2.run_instances(**request)
+    except ClientError as exc:
+        if is_capacity_error(exc):
+            raise _CapacityFailure(error_text(exc)) from exc
+        raise provider_error(f"launching {spec.count} {spec.role} node(s) as {attempt}", exc) from exc
+    except BotoCoreError as exc:
+        raise provider_error(f"launching {spec.count} {spec.role} node(s) as {attempt}", exc) from exc
+    ids = [i["InstanceId"] for i in reply["Instances"]]
+    try:
+        ec2.get_waiter("instance_running").wait(InstanceIds=ids, WaiterConfig=wait)
+    except WaiterError as exc:
+        terminate_now(ec2, ids)
+        raise _CapacityFailure(f"instances did not reach running: {exc.last_response and _state_reason(exc.last_response)}") from exc
+    except BaseException:
+        terminate_now(ec2, ids)
+        raise
+    return ids
+
+
+def _state_reason(response: dict[str, Any]) -> str:
+    for reservation in response.get("Reservations", []):
+        for inst in reservation.get("Instances", []):
+            if inst.get("State", {}).get("Name") != "running":
+                return str(inst.get("StateReason", {}).get("Message") or inst["State"]["Name"])
+    return "unknown"
+
+
+def terminate_now(ec2: Any, ids: list[str]) -> None:
+    """Best effort: the caller is already failing; `terminate` by tag is the safety net."""
+    for batch in chunks(ids, 1000):
+        try:
+            ec2.terminate_instances(InstanceIds=batch)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def describe_instances(ec2: Any, *, ids: list[str] | None = None, cluster: str | None = None) -> list[dict[str, Any]]:
+    filters = [{"Name": "instance-state-name", "Values": LIVE_STATES}]
+    if cluster is not None:
+        filters += cluster_filter(cluster)
+    kwargs: dict[str, Any] = {"Filters": filters}
+    if ids is not None:
+        kwargs["InstanceIds"] = ids
+    reservations = paginate(ec2, "describe_instances", "Reservations", **kwargs)
+    return [i for r in reservations for i in r.get("Instances", [])]
+
+
+def to_node(raw: dict[str, Any], address: str) -> Node:
+    tags = tags_of(raw)
+    index = int(tags.get(TAG_INDEX_BASE, "0")) + int(raw.get("AmiLaunchIndex", 0))
+    private_ip = raw.get("PrivateIpAddress", "")
+    public_ip = raw.get("PublicIpAddress")
+    return Node(
+        name=node_name(index), id=raw["InstanceId"], private_ip=private_ip,
+        ssh_host=(public_ip or private_ip) if address == "public" else private_ip,
+        role=tags.get(TAG_ROLE, "worker"),
+        market="spot" if raw.get("InstanceLifecycle") == "spot" else "on-demand",
+        zone=raw.get("Placement", {}).get("AvailabilityZone"), instance_type=raw.get("InstanceType"),
+        state=raw.get("State", {}).get("Name", "unknown"),
+    )
+
+
+def node_index(node: Node) -> int:
+    return int(node.name.removeprefix("node"))
+
+
+def parse_host_keys(console: str) -> list[str]:
+    match = HOST_KEYS_BLOCK.search(console or "")
+    if not match:
+        return []
+    keys = []
+    for line in match.group(1).splitlines():
+        parts = line.strip().split()
+        if len(parts) >= 2 and (parts[0].startswith(("ssh-", "ecdsa-", "sk-"))):
+            keys.append(" ".join(parts[:2]))
+    return keys

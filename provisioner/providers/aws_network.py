@@ -1,0 +1,198 @@
+"""Stateless EC2 steps that `prepare` composes: VPC and subnets, key pair, security group,
+placement group. Each finds the existing resource by name or tag before creating one."""
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from ..errors import ConfigError, ProviderError
+from .aws_clients import (TAG_KEY_DIGEST, cluster_tags, error_code, guarded, paginate, tag_specs,
+                          tags_of)
+from .base import TAG_CLUSTER
+
+
+def resource_name(cluster: str) -> str:
+    return f"xeoncluster-{cluster}"
+
+
+@dataclass(frozen=True)
+class KeyPairResult:
+    name: str
+    id: str
+    created: bool
+    replaced: bool = False
+
+
+@dataclass(frozen=True)
+class SecurityGroupResult:
+    id: str
+    created: bool
+    authorized: tuple[str, ...] = ()
+    revoked: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PlacementGroupResult:
+    name: str
+    created: bool
+
+
+def resolve_vpc(ec2: Any, vpc_id: str | None) -> str:
+    if vpc_id is not None:
+        try:
+            ec2.describe_vpcs(VpcIds=[vpc_id])
+        except ClientError as exc:
+            if error_code(exc) == "InvalidVpcID.NotFound":
+                raise ConfigError(f"vpc_id '{vpc_id}' does not exist in {ec2.meta.region_name}",
+                                  hint="set vpc_id to a VPC of this region, or remove it to use the default VPC") from None
+            raise
+        return vpc_id
+    vpcs = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"]
+    if not vpcs:
+        raise ConfigError(f"no default VPC in {ec2.meta.region_name}", hint="set vpc_id in cluster.yaml")
+    return str(vpcs[0]["VpcId"])
+
+
+def subnets_by_zone(ec2: Any, vpc_id: str) -> dict[str, str]:
+    """One subnet per zone, preferring default-for-AZ, then public, then the roomiest."""
+    subnets = paginate(ec2, "describe_subnets", "Subnets",
+                       Filters=[{"Name": "vpc-id", "Values": [vpc_id]}, {"Name": "state", "Values": ["available"]}])
+    ranked = sorted(subnets, key=lambda s: (bool(s.get("DefaultForAz")), bool(s.get("MapPublicIpOnLaunch")),
+                                            int(s.get("AvailableIpAddressCount", 0))), reverse=True)
+    chosen: dict[str, str] = {}
+    for subnet in ranked:
+        chosen.setdefault(subnet["AvailabilityZone"], subnet["SubnetId"])
+    return dict(sorted(chosen.items()))
+
+
+def offered_zones(ec2: Any, instance_types: list[str]) -> dict[str, set[str]]:
+    offers = paginate(ec2, "describe_instance_type_offerings", "InstanceTypeOfferings",
+                      LocationType="availability-zone",
+                      Filters=[{"Name": "instance-type", "Values": list(instance_types)}])
+    zones: dict[str, set[str]] = {t: set() for t in instance_types}
+    for offer in offers:
+        zones.setdefault(offer["InstanceType"], set()).add(offer["Location"])
+    return zones
+
+
+def key_digest(public_key: str) -> str:
+    # The comment field is not part of the key; only the public half is hashed, never a secret.
+    kind_and_body = " ".join(public_key.split()[:2])
+    return hashlib.sha256(kind_and_body.encode()).hexdigest()
+
+
+def ensure_key_pair(ec2: Any, cluster: str, public_key: str) -> KeyPairResult:
+    name = resource_name(cluster)
+    digest = key_digest(public_key)
+    existing = _find_key_pair(ec2, name)
+    replaced = False
+    if existing is not None:
+        tags = tags_of(existing)
+        if tags.get(TAG_CLUSTER) != cluster:
+            raise ProviderError(f"key pair '{name}' exists but is not tagged {TAG_CLUSTER}={cluster}",
+                                hint="delete or rename that key pair, or choose another cluster name")
+        if tags.get(TAG_KEY_DIGEST) == digest:
+            return KeyPairResult(name, existing.get("KeyPairId", name), created=False)
+        # The local key changed (state directory recreated): the old AWS key would lock us out.
+        guarded(f"deleting stale key pair {name}", lambda: ec2.delete_key_pair(KeyName=name))
+        replaced = True
+    tags = cluster_tags(cluster, "key-pair", **{TAG_KEY_DIGEST: digest})
+    made = guarded(f"importing key pair {name}", lambda: ec2.import_key_pair(
+        KeyName=name, PublicKeyMaterial=public_key.encode(), TagSpecifications=tag_specs(tags, "key-pair")))
+    return KeyPairResult(name, made.get("KeyPairId", name), created=True, replaced=replaced)
+
+
+def _find_key_pair(ec2: Any, name: str) -> dict[str, Any] | None:
+    try:
+        pairs = ec2.describe_key_pairs(KeyNames=[name])["KeyPairs"]
+    except ClientError as exc:
+        if error_code(exc) == "InvalidKeyPair.NotFound":
+            return None
+        raise
+    return pairs[0] if pairs else None
+
+
+def find_security_group(ec2: Any, cluster: str, vpc_id: str) -> dict[str, Any] | None:
+    groups = ec2.describe_security_groups(Filters=[
+        {"Name": "group-name", "Values": [resource_name(cluster)]},
+        {"Name": "vpc-id", "Values": [vpc_id]},
+    ])["SecurityGroups"]
+    return groups[0] if groups else None
+
+
+def ensure_security_group(ec2: Any, cluster: str, vpc_id: str, ssh_cidr: str) -> SecurityGroupResult:
+    name = resource_name(cluster)
+    group = find_security_group(ec2, cluster, vpc_id)
+    created = group is None
+    if group is None:
+        made = guarded(f"creating security group {name}", lambda: ec2.create_security_group(
+            GroupName=name, VpcId=vpc_id, Description=f"xeoncluster {cluster}: self and SSH from one address",
+            TagSpecifications=tag_specs(cluster_tags(cluster, "security-group"), "security-group")))
+        group = {"GroupId": made["GroupId"], "IpPermissions": []}
+    elif tags_of(group).get(TAG_CLUSTER) != cluster:
+        raise ProviderError(f"security group '{name}' in {vpc_id} is not tagged {TAG_CLUSTER}={cluster}",
+                            hint="delete or rename that group, or choose another cluster name")
+    group_id = str(group["GroupId"])
+    missing, stale = _rule_changes(group.get("IpPermissions", []), group_id, ssh_cidr)
+    if stale:
+        guarded(f"revoking old SSH rules on {group_id}",
+                lambda: ec2.revoke_security_group_ingress(GroupId=group_id, IpPermissions=stale))
+    if missing:
+        guarded(f"authorizing ingress on {group_id}",
+                lambda: ec2.authorize_security_group_ingress(GroupId=group_id, IpPermissions=missing))
+    return SecurityGroupResult(group_id, created, tuple(_describe_rule(r) for r in missing),
+                               tuple(_describe_rule(r) for r in stale))
+
+
+def wanted_rules(group_id: str, ssh_cidr: str) -> list[dict[str, Any]]:
+    network = ipaddress.ip_network(ssh_cidr)
+    ranges = ({"Ipv6Ranges": [{"CidrIpv6": ssh_cidr, "Description": "ssh from the operator"}]}
+              if network.version == 6 else
+              {"IpRanges": [{"CidrIp": ssh_cidr, "Description": "ssh from the operator"}]})
+    return [
+        {"IpProtocol": "-1", "UserIdGroupPairs": [{"GroupId": group_id, "Description": "cluster nodes"}]},
+        {"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, **ranges},
+    ]
+
+
+def _rule_changes(existing: list[dict[str, Any]], group_id: str,
+                  ssh_cidr: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    has_self = any(p.get("IpProtocol") == "-1" and any(g.get("GroupId") == group_id for g in p.get("UserIdGroupPairs", []))
+                   for p in existing)
+    ssh_cidrs = {r.get("CidrIp") or r.get("CidrIpv6") for p in existing if _is_ssh(p)
+                 for r in p.get("IpRanges", []) + p.get("Ipv6Ranges", [])}
+    self_rule, ssh_rule = wanted_rules(group_id, ssh_cidr)
+    missing = ([] if has_self else [self_rule]) + ([] if ssh_cidr in ssh_cidrs else [ssh_rule])
+    stale = [_ssh_rule_for(c) for c in sorted(c for c in ssh_cidrs if c and c != ssh_cidr)]
+    return missing, stale
+
+
+def _is_ssh(permission: dict[str, Any]) -> bool:
+    return permission.get("IpProtocol") == "tcp" and permission.get("FromPort") == 22 and permission.get("ToPort") == 22
+
+
+def _ssh_rule_for(cidr: str) -> dict[str, Any]:
+    key, field = ("Ipv6Ranges", "CidrIpv6") if ":" in cidr else ("IpRanges", "CidrIp")
+    return {"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, key: [{field: cidr}]}
+
+
+def _describe_rule(rule: dict[str, Any]) -> str:
+    if rule.get("UserIdGroupPairs"):
+        return "all traffic from the group itself"
+    cidrs = [r.get("CidrIp") or r.get("CidrIpv6") for r in rule.get("IpRanges", []) + rule.get("Ipv6Ranges", [])]
+    return f"tcp/22 from {', '.join(cidrs)}"
+
+
+def ensure_placement_group(ec2: Any, cluster: str) -> PlacementGroupResult:
+    name = resource_name(cluster)
+    groups = ec2.describe_placement_groups(Filters=[{"Name": "group-name", "Values": [name]}]).get("PlacementGroups", [])
+    if any(g.get("State") not in ("deleting", "deleted") for g in groups):
+        return PlacementGroupResult(name, created=False)
+    guarded(f"creating placement group {name}", lambda: ec2.create_placement_group(
+        GroupName=name, Strategy="cluster",
+        TagSpecifications=tag_specs(cluster_tags(cluster, "placement-group"), "placement-group")))
+    return PlacementGroupResult(name, created=True)

@@ -1,0 +1,127 @@
+"""Prices (spot history, Pricing API, catalog fallback) and the dry-run Plan value."""
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .. import catalog
+from .aws_clients import paginate
+
+PRICING_REGION = "us-east-1"
+
+
+@dataclass(frozen=True)
+class PriceQuote:
+    instance_type: str
+    spot_usd_per_hour: float | None = None
+    spot_zone: str | None = None
+    on_demand_usd_per_hour: float | None = None
+    on_demand_source: str | None = None  # "pricing-api" | "catalog" | None
+
+    def for_market(self, market: str) -> float | None:
+        return self.spot_usd_per_hour if market == "spot" else self.on_demand_usd_per_hour
+
+
+@dataclass(frozen=True)
+class PlannedResource:
+    kind: str
+    name: str
+    action: str  # "create" | "reuse"
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class PlannedInstances:
+    role: str
+    count: int
+    instance_type: str
+    market: str
+    image: str
+    usd_per_hour: float | None
+
+
+@dataclass(frozen=True)
+class PlannedImage:
+    key: str
+    id: str | None
+    source: str  # "cached" | "explicit" | "base+bake" | "base"
+    base_id: str | None
+
+
+@dataclass(frozen=True)
+class Plan:
+    cluster: str
+    region: str
+    resources: tuple[PlannedResource, ...]
+    instances: tuple[PlannedInstances, ...]
+    image: PlannedImage
+    usd_per_hour: float | None
+    prices: dict[str, PriceQuote] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def spot_prices(ec2: Any, instance_types: list[str]) -> dict[str, tuple[float, str]]:
+    """Cheapest current spot price per type across zones: latest entry per zone, then min."""
+    history = paginate(ec2, "describe_spot_price_history", "SpotPriceHistory", InstanceTypes=list(instance_types),
+                       ProductDescriptions=["Linux/UNIX"], StartTime=dt.datetime.now(dt.timezone.utc))
+    latest: dict[tuple[str, str], tuple[Any, float]] = {}
+    for entry in history:
+        key = (entry["InstanceType"], entry["AvailabilityZone"])
+        if key not in latest or entry["Timestamp"] > latest[key][0]:
+            latest[key] = (entry["Timestamp"], float(entry["SpotPrice"]))
+    best: dict[str, tuple[float, str]] = {}
+    for (itype, zone), (_, price) in sorted(latest.items()):
+        if itype not in best or price < best[itype][0]:
+            best[itype] = (price, zone)
+    return best
+
+
+def on_demand_from_api(pricing: Any, instance_type: str, region: str) -> float | None:
+    filters = [{"Type": "TERM_MATCH", "Field": f, "Value": v} for f, v in (
+        ("instanceType", instance_type), ("regionCode", region), ("operatingSystem", "Linux"),
+        ("tenancy", "Shared"), ("preInstalledSw", "NA"), ("capacitystatus", "Used"))]
+    products = pricing.get_products(ServiceCode="AmazonEC2", Filters=filters, MaxResults=10)["PriceList"]
+    for product in products:
+        terms = json.loads(product).get("terms", {}).get("OnDemand", {})
+        for term in terms.values():
+            for dimension in term.get("priceDimensions", {}).values():
+                usd = float(dimension.get("pricePerUnit", {}).get("USD", 0))
+                if usd > 0:
+                    return usd
+    return None
+
+
+def quote(ec2: Any, pricing: Any | None, instance_types: list[str], region: str) -> dict[str, PriceQuote]:
+    try:
+        spot = spot_prices(ec2, instance_types)
+    except Exception:  # noqa: BLE001 - prices are estimates; a missing one shows as unknown
+        spot = {}
+    quotes = {}
+    for itype in instance_types:
+        od, source = _on_demand(pricing, itype, region)
+        price, zone = spot.get(itype, (None, None))
+        quotes[itype] = PriceQuote(itype, price, zone, od, source)
+    return quotes
+
+
+def _on_demand(pricing: Any | None, instance_type: str, region: str) -> tuple[float | None, str | None]:
+    if pricing is not None:
+        try:
+            usd = on_demand_from_api(pricing, instance_type, region)
+            if usd is not None:
+                return usd, "pricing-api"
+        except Exception:  # noqa: BLE001 - the Pricing API is optional (moto lacks it)
+            pass
+    known = catalog.lookup(instance_type)
+    return (known.on_demand_usd_per_hour, "catalog") if known else (None, None)
+
+
+def total_per_hour(groups: list[PlannedInstances]) -> float | None:
+    if any(g.usd_per_hour is None for g in groups if g.count):
+        return None
+    return round(sum((g.usd_per_hour or 0.0) * g.count for g in groups), 6)

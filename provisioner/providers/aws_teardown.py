@@ -1,0 +1,85 @@
+"""Teardown by tag: everything tagged with the cluster, found without any local state."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from botocore.exceptions import ClientError
+
+from ..errors import ProviderError
+from .aws_clients import chunks, cluster_filter, error_code, error_text, guarded, paginate
+from .aws_instances import LIVE_STATES
+
+# Seconds between delete_security_group attempts while ENIs of terminated instances detach.
+SG_BACKOFF = (2, 4, 8, 15, 30, 30, 30)
+
+
+def find_instance_ids(ec2: Any, cluster: str) -> tuple[list[str], list[str]]:
+    """(ids to terminate, spot request ids they came from) in any state but terminated."""
+    reservations = paginate(ec2, "describe_instances", "Reservations", Filters=cluster_filter(cluster) + [
+        {"Name": "instance-state-name", "Values": LIVE_STATES + ["shutting-down"]}])
+    instances = [i for r in reservations for i in r.get("Instances", [])]
+    return ([i["InstanceId"] for i in instances],
+            [i["SpotInstanceRequestId"] for i in instances if i.get("SpotInstanceRequestId")])
+
+
+def cancel_spot_requests(ec2: Any, cluster: str, linked: list[str]) -> list[str]:
+    tagged = paginate(ec2, "describe_spot_instance_requests", "SpotInstanceRequests",
+                      Filters=cluster_filter(cluster) + [{"Name": "state", "Values": ["open", "active"]}])
+    ids = sorted({r["SpotInstanceRequestId"] for r in tagged} | set(linked))
+    for batch in chunks(ids, 1000):
+        guarded("cancelling spot requests", lambda: ec2.cancel_spot_instance_requests(SpotInstanceRequestIds=batch))
+    return ids
+
+
+def terminate_instances(ec2: Any, ids: list[str], wait: dict[str, int]) -> None:
+    for batch in chunks(ids, 1000):
+        guarded("terminating instances", lambda: ec2.terminate_instances(InstanceIds=batch))
+    for batch in chunks(ids, 1000):
+        guarded("waiting for instances to terminate",
+                lambda: ec2.get_waiter("instance_terminated").wait(InstanceIds=batch, WaiterConfig=wait))
+
+
+def delete_security_groups(ec2: Any, cluster: str, sleep: Callable[[float], None],
+                           events: Callable[[str], None]) -> list[str]:
+    groups = ec2.describe_security_groups(Filters=cluster_filter(cluster))["SecurityGroups"]
+    deleted = []
+    for group in groups:
+        _delete_group_with_backoff(ec2, group["GroupId"], sleep, events)
+        deleted.append(group["GroupId"])
+    return deleted
+
+
+def _delete_group_with_backoff(ec2: Any, group_id: str, sleep: Callable[[float], None],
+                               events: Callable[[str], None]) -> None:
+    for delay in (*SG_BACKOFF, None):
+        try:
+            ec2.delete_security_group(GroupId=group_id)
+            return
+        except ClientError as exc:
+            code = error_code(exc)
+            if code == "InvalidGroup.NotFound":
+                return
+            if code != "DependencyViolation" or delay is None:
+                raise ProviderError(f"deleting security group {group_id}: {error_text(exc)}",
+                                    hint="run `xeoncluster down` again in a minute") from exc
+            events(f"security group {group_id} still in use; retrying in {delay}s")
+            sleep(delay)
+
+
+def delete_key_pairs(ec2: Any, cluster: str) -> list[str]:
+    pairs = ec2.describe_key_pairs(Filters=cluster_filter(cluster))["KeyPairs"]
+    for pair in pairs:
+        guarded(f"deleting key pair {pair['KeyName']}", lambda: ec2.delete_key_pair(KeyName=pair["KeyName"]))
+    return [p["KeyName"] for p in pairs]
+
+
+def delete_placement_groups(ec2: Any, cluster: str) -> list[str]:
+    groups = ec2.describe_placement_groups(Filters=cluster_filter(cluster)).get("PlacementGroups", [])
+    names = [g["GroupName"] for g in groups if g.get("State") not in ("deleting", "deleted")]
+    for name in names:
+        try:
+            ec2.delete_placement_group(GroupName=name)
+        except ClientError as exc:
+            if error_code(exc) != "InvalidPlacementGroup.Unknown":
+                raise ProviderError(f"deleting placement group {name}: {error_text(exc)}") from exc
+    return names

@@ -1,0 +1,191 @@
+"""End to end on real namespace nodes: sshd, strict host keys, Fabric fan-out, images, down."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from provisioner.state import StateDir
+from tests.e2e.conftest import LocalEnv, leftovers
+
+NODES = ["node0", "node1", "node2"]
+
+
+def test_nodes_reach_each_other_by_name(local_env: LocalEnv, cluster3: str) -> None:
+    probe = " ; ".join(
+        f"(exec 3<>/dev/tcp/{n}/22 && head -c 7 <&3 | grep -q SSH-2.0 && echo reach-{n})" for n in NODES)
+    out = local_env.ok("exec", "--name", cluster3, "--", f"bash -c '{probe}'").out
+    for src in NODES:
+        for dst in NODES:
+            assert f"{src} | reach-{dst}" in out.replace("  ", " ").replace(" |", " |")
+
+
+def test_master_ssh_to_every_node_with_strict_host_keys(local_env: LocalEnv, cluster3: str) -> None:
+    command = "for h in $(cat ~/hosts); do ssh -o BatchMode=yes -o StrictHostKeyChecking=yes $h hostname; done"
+    out = local_env.ok("ssh", "--name", cluster3, "node0", "--", command).out
+    assert out.split() == NODES
+    config = local_env.ok("ssh", "--name", cluster3, "node0", "--", "cat ~/.ssh/config ~/hosts").out
+    assert "StrictHostKeyChecking yes" in config
+    assert config.rstrip().endswith("node0\nnode1\nnode2")
+
+
+def test_ssh_command_from_user_shell(local_env: LocalEnv, cluster3: str) -> None:
+    assert local_env.ok("ssh", "--name", cluster3, "node2", "--", "hostname").out.strip() == "node2"
+
+
+def test_exec_fans_out_in_parallel(local_env: LocalEnv, cluster3: str) -> None:
+    start = time.monotonic()
+    out = local_env.ok("exec", "--name", cluster3, "--", "sleep 2; hostname").out
+    elapsed = time.monotonic() - start
+    lines = sorted(line.split("|") [0].strip() + "=" + line.split("|")[1].strip() for line in out.splitlines())
+    assert lines == [f"{n}={n}" for n in NODES]
+    assert elapsed < 5.5, f"exec took {elapsed:.1f}s; 3 x sleep 2 must run in parallel"
+
+
+def test_exec_exit_code_is_the_worst_node(local_env: LocalEnv, cluster3: str) -> None:
+    result = local_env.cli("exec", "--name", cluster3, "--", 'test "$(hostname)" != node1 || exit 7')
+    assert result.code == 7
+    assert "node1=7" in result.err
+
+
+def test_file_copied_to_one_node_is_absent_on_others(local_env: LocalEnv, cluster3: str) -> None:
+    local_env.ok("exec", "--name", cluster3, "--node", "node1", "--", "echo private > ~/only-on-node1")
+    out = local_env.ok("exec", "--name", cluster3, "--", "test -e ~/only-on-node1 && echo present || echo absent").out
+    seen = dict(line.replace(" ", "").split("|") for line in out.splitlines())
+    assert seen == {"node0": "absent", "node1": "present", "node2": "absent"}
+
+
+def test_second_up_reuses_image_and_runs_no_playbook(local_env: LocalEnv, cluster3: str) -> None:
+    state = local_env.state(cluster3)
+    assert state["image"]["action"] == "reuse"
+    assert not any("playbooks" in step for step in state["steps_done"])
+    logs = list((local_env.home / "clusters" / cluster3 / "logs").glob("up-*.log"))
+    assert logs and "configure nodes" not in logs[0].read_text()
+
+
+def test_status_json_lists_every_node_up(local_env: LocalEnv, cluster3: str) -> None:
+    data = json.loads(local_env.ok("status", "--name", cluster3, "--json").out)
+    assert [(n["name"], n["answers"]) for n in data["nodes"]] == [(n, True) for n in NODES]
+
+
+def test_changed_host_key_is_refused(local_env: LocalEnv, warm_image: str) -> None:
+    name = "e2ekey"
+    local_env.ok("up", "--name", name, "--nodes", "2")
+    try:
+        node_dir = local_env.root / "clusters" / name / "node1"
+        key = node_dir / "ssh_host_ed25519_key"
+        key.unlink()
+        key.with_suffix(".pub").unlink()
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+        os.kill(int((node_dir / "sshd.pid").read_text()), signal.SIGHUP)
+        time.sleep(1)
+        result = local_env.cli("exec", "--name", name, "--node", "node1", "--", "true")
+        assert result.code == 1
+        assert "node1" in result.err and "host key that does not match" in result.err
+        assert len(result.err.strip().splitlines()) == 1
+        user_ssh = local_env.cli("ssh", "--name", name, "node1", "--", "true")
+        assert user_ssh.code != 0
+        assert "host key" in user_ssh.err.lower() or "HOST IDENTIFICATION" in user_ssh.err
+        from_master = local_env.cli("ssh", "--name", name, "node0", "--", "ssh -o BatchMode=yes node1 true")
+        assert from_master.code != 0
+    finally:
+        local_env.ok("down", "--name", name)
+
+
+def test_killed_sshd_shows_as_down(local_env: LocalEnv, warm_image: str) -> None:
+    name = "e2edead"
+    local_env.ok("up", "--name", name, "--nodes", "3")
+    try:
+        pid_file = local_env.root / "clusters" / name / "node1" / "sshd.pid"
+        os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        time.sleep(0.5)
+        data = json.loads(local_env.ok("status", "--name", name, "--json").out)
+        answers = {n["name"]: n["answers"] for n in data["nodes"]}
+        assert answers == {"node0": True, "node1": False, "node2": True}
+        table = local_env.ok("status", "--name", name).out
+        assert "DOWN" in table
+    finally:
+        local_env.ok("down", "--name", name)
+    assert leftovers(local_env, name) == {"namespaces": [], "processes": [], "mounts": [], "files": []}
+
+
+def test_second_concurrent_up_is_refused(local_env: LocalEnv, warm_image: str) -> None:
+    name = "e2elock"
+    state = StateDir(name, home=local_env.home)
+    with state.lock("up"):
+        result = local_env.cli("up", "--name", name, "--nodes", "1")
+    assert result.code == 1
+    assert f"cluster '{name}' is busy" in result.err
+    assert len(result.err.strip().splitlines()) == 1
+    assert leftovers(local_env, name)["namespaces"] == []
+
+
+def test_down_leaves_nothing_and_is_idempotent(local_env: LocalEnv, warm_image: str) -> None:
+    name = "e2edown"
+    local_env.ok("up", "--name", name, "--nodes", "2")
+    assert leftovers(local_env, name)["namespaces"] == [f"xc-{name}-node0", f"xc-{name}-node1"]
+    out = local_env.ok("down", "--name", name).out
+    assert "removed namespaces" in out
+    assert leftovers(local_env, name) == {"namespaces": [], "processes": [], "mounts": [], "files": []}
+    assert "nothing to remove" in local_env.ok("down", "--name", name).out
+
+
+def test_down_finds_leftovers_without_state(local_env: LocalEnv, warm_image: str) -> None:
+    name = "e2enostate"
+    local_env.ok("up", "--name", name, "--nodes", "2")
+    StateDir(name, home=local_env.home).remove()
+    out = local_env.ok("down", "--name", name).out
+    assert f"xc-{name}-node0" in out and f"xc-{name}-node1" in out
+    assert leftovers(local_env, name) == {"namespaces": [], "processes": [], "mounts": [], "files": []}
+
+
+def test_bridge_removed_when_last_cluster_goes(local_env: LocalEnv, warm_image: str) -> None:
+    from provisioner.providers.local_net import bridge_name
+    from tests.e2e.conftest import SUBNET
+
+    clusters = [p.parent.name for p in (local_env.home / "clusters").glob("*/state.json")]
+    if clusters:
+        return  # another module's cluster still uses the bridge; this is checked when it goes
+    local_env.ok("up", "--name", "e2ebr", "--nodes", "1")
+    bridge = bridge_name(SUBNET)
+    assert subprocess.run(["ip", "link", "show", bridge], capture_output=True).returncode == 0
+    local_env.ok("down", "--name", "e2ebr")
+    assert subprocess.run(["ip", "link", "show", bridge], capture_output=True).returncode != 0
+
+
+def test_ctrl_c_during_up_removes_what_it_created(local_env: LocalEnv, warm_image: str) -> None:
+    """Interrupt a cold up (image: none makes every node install the stack) in the middle."""
+    name = "e2eint"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "provisioner.cli", "--config", str(local_env.config), "up", "--name", name,
+         "--nodes", "2", "--image", "none"],
+        env={**os.environ, "XEONCLUSTER_HOME": str(local_env.home)}, cwd=local_env.base,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(leftovers(local_env, name)["namespaces"]) < 2:
+        time.sleep(0.2)
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "removed" in err
+    assert "log:" in err
+    assert leftovers(local_env, name)["namespaces"] == []
+    assert leftovers(local_env, name)["processes"] == []
+    assert not (local_env.home / "clusters" / name / "state.json").exists()
+    assert list((local_env.home / "clusters" / name / "logs").glob("up-*.log"))
+
+
+def test_failed_step_is_named_and_rolled_back(local_env: LocalEnv, warm_image: str) -> None:
+    """The intel stack's pins cannot be resolved here: the configure step fails, is named, and rolls back."""
+    name = "e2efail"
+    result = local_env.cli("up", "--name", name, "--nodes", "1", "--image", "none", "--stack", "intel")
+    assert result.code == 1, result.err
+    line = result.err.strip().splitlines()[-1]
+    assert "up failed at step 'configure nodes (playbooks)'" in line
+    assert "log: " in line
+    assert "wheelhouse" in line
+    assert leftovers(local_env, name)["namespaces"] == []
