@@ -18,7 +18,7 @@ from .image import ImageChoice, choose_image, image_key, stack_digest
 from .playbook import PlaybookRunner, load_playbooks
 from .progress import Reporter
 from .providers.base import Image, Node, Provider, Removed
-from .remote import FabricShell, NodeShell, SshIdentity
+from .remote import FabricShell, NodeShell, RemoteFile, SshIdentity
 from .stacks import get_stack
 from .state import ClusterRecord, StateDir, atomic_write
 
@@ -103,14 +103,17 @@ def _create(session: Session, notes: list[str], choice: ImageChoice, keep_on_fai
         reporter.warn(note) if note.lower().startswith("warning") else reporter.info(note)
     started = time.monotonic()
     current = "start"
+    shell = session.shell()
     try:
-        for current, action in _up_steps(session, record, choice):
+        for current, action in _up_steps(session, record, choice, shell):
             with reporter.step(current):
                 action()
             record.steps_done.append(current)
             state.save(record)
     except (Exception, KeyboardInterrupt) as exc:
+        shell.close()
         raise _rollback(session, current, exc, keep_on_failure) from exc
+    shell.close()
     record.status = "ready"
     state.save(record)
     return UpResult(nodes=record.node_list(), image=_image_choice(record), seconds=time.monotonic() - started)
@@ -125,10 +128,9 @@ def _image_choice(record: ClusterRecord) -> ImageChoice | None:
     return ImageChoice(record.image["key"], image, record.image["action"])
 
 
-def _up_steps(session: Session, record: ClusterRecord,
-              initial: ImageChoice) -> Iterator[tuple[str, Callable[[], None]]]:
+def _up_steps(session: Session, record: ClusterRecord, initial: ImageChoice,
+              shell: NodeShell) -> Iterator[tuple[str, Callable[[], None]]]:
     cfg, provider, state = session.config, session.provider, session.state
-    shell = session.shell()
     choice = [initial]
 
     def prepare() -> None:
@@ -241,12 +243,13 @@ def _write_cluster_files(session: Session, nodes: list[Node], shell: NodeShell) 
     master = nodes[0]
     user = session.identity().user
     known = _read_known(session.state)
-    shell.run([master], "mkdir -p ~/.ssh && chmod 700 ~/.ssh")
-    shell.put_text(master, session.state.key.read_text(), ".ssh/id_ed25519", 0o600)
-    shell.put_text(master, cluster_files.master_ssh_config(nodes, user), ".ssh/config", 0o600)
-    shell.put_text(master, cluster_files.known_hosts([(n, known[n.name]) for n in nodes], address="private_ip"),
-                   ".ssh/known_hosts", 0o644)
-    shell.put_text(master, cluster_files.hostfile(nodes), "hosts", 0o644)
+    shell.put_files(master, [
+        RemoteFile(".ssh/id_ed25519", session.state.key.read_text(), 0o600),
+        RemoteFile(".ssh/config", cluster_files.master_ssh_config(nodes, user), 0o600),
+        RemoteFile(".ssh/known_hosts", cluster_files.known_hosts([(n, known[n.name]) for n in nodes],
+                                                                  address="private_ip")),
+        RemoteFile("hosts", cluster_files.hostfile(nodes)),
+    ])
     atomic_write(session.state.hostfile, cluster_files.hostfile(nodes), 0o644)
 
 
@@ -333,5 +336,8 @@ def _reachability(session: Session, nodes: list[Node]) -> dict[str, tuple[bool, 
         except XeonClusterError as exc:
             return False, exc.message.split(": ", 1)[-1]
 
-    with ThreadPoolExecutor(max_workers=min(32, len(nodes))) as pool:
-        return dict(zip((n.name for n in nodes), pool.map(probe, nodes)))
+    try:
+        with ThreadPoolExecutor(max_workers=min(32, len(nodes))) as pool:
+            return dict(zip((n.name for n in nodes), pool.map(probe, nodes)))
+    finally:
+        shell.close()

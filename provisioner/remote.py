@@ -31,6 +31,15 @@ class SshIdentity:
 
 
 @dataclass(frozen=True)
+class RemoteFile:
+    """A small file to write on a node; `path` is relative to the login home unless absolute."""
+
+    path: str
+    text: str
+    mode: int = 0o644
+
+
+@dataclass(frozen=True)
 class CommandResult:
     node: str
     exit_code: int
@@ -57,11 +66,13 @@ class NodeShell(Protocol):
 
     def stream(self, nodes: list[Node], command: str, sink: Callable[[str, str], None]) -> dict[str, CommandResult]: ...
 
-    def put_text(self, node: Node, text: str, remote_path: str, mode: int = 0o644) -> None: ...
+    def put_files(self, node: Node, files: list["RemoteFile"]) -> None: ...
 
     def put(self, node: Node, local: Path, remote_path: str) -> None: ...
 
     def get(self, node: Node, remote_path: str, local: Path) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class LineSink(io.TextIOBase):
@@ -89,10 +100,40 @@ class LineSink(io.TextIOBase):
 
 
 class FabricShell:
+    """Keeps one SSH connection per node for its lifetime; every command and file rides on it."""
+
     def __init__(self, identity: SshIdentity) -> None:
         self.identity = identity
+        self._conns: dict[tuple[str, str], Connection] = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        with self._lock:
+            conns, self._conns = list(self._conns.values()), {}
+        for conn in conns:
+            conn.close()
+
+    def __enter__(self) -> "FabricShell":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def connection(self, node: Node) -> Connection:
+        key = (node.name, node.ssh_host)
+        with self._lock:
+            conn = self._conns.get(key)
+            if conn is None:
+                conn = self._conns[key] = self._new_connection(node)
+        return conn
+
+    def _drop(self, node: Node) -> None:
+        with self._lock:
+            conn = self._conns.pop((node.name, node.ssh_host), None)
+        if conn is not None:
+            conn.close()
+
+    def _new_connection(self, node: Node) -> Connection:
         conn = Connection(
             host=node.ssh_host,
             user=self.identity.user,
@@ -153,9 +194,8 @@ class FabricShell:
             result = conn.run(command, warn=True, hide=True, in_stream=False, **kwargs)
             return CommandResult(node.name, result.exited, result.stdout, result.stderr)
         except Exception as exc:  # noqa: BLE001 - any transport failure is reported per node
+            self._drop(node)
             raise _remote_error(node, exc) from None
-        finally:
-            conn.close()
 
     def _group_do(self, nodes: list[Node], command: str, hide: bool) -> dict[str, CommandResult]:
         conns = {node.ssh_host: node for node in nodes}
@@ -164,34 +204,35 @@ class FabricShell:
             outcome = group.run(command, warn=True, hide=hide, in_stream=False)
         except GroupException as exc:
             outcome = exc.result
-        finally:
-            group.close()
         results = {}
         for conn, value in outcome.items():
             node = conns[conn.host]
             if isinstance(value, Exception):
+                self._drop(node)
                 raise _remote_error(node, value)
             results[node.name] = CommandResult(node.name, value.exited, value.stdout, value.stderr)
         return results
 
-    def put_text(self, node: Node, text: str, remote_path: str, mode: int = 0o644) -> None:
+    def put_files(self, node: Node, files: list[RemoteFile]) -> None:
+        """All files over one SFTP session: a handshake per file would dominate small clusters."""
         conn = self.connection(node)
         try:
-            conn.put(io.BytesIO(text.encode()), remote_path)
-            conn.sftp().chmod(remote_path, mode)
+            sftp = conn.sftp()
+            for item in files:
+                with sftp.open(item.path, "w") as handle:
+                    handle.chmod(item.mode)
+                    handle.write(item.text.encode())
         except Exception as exc:  # noqa: BLE001
+            self._drop(node)
             raise _remote_error(node, exc) from None
-        finally:
-            conn.close()
 
     def put(self, node: Node, local: Path, remote_path: str) -> None:
         conn = self.connection(node)
         try:
             conn.put(str(local), remote_path)
         except Exception as exc:  # noqa: BLE001
+            self._drop(node)
             raise _remote_error(node, exc) from None
-        finally:
-            conn.close()
 
     def get(self, node: Node, remote_path: str, local: Path) -> None:
         conn = self.connection(node)
@@ -201,9 +242,8 @@ class FabricShell:
         except FileNotFoundError:
             raise RemoteError(f"{node.name}: {remote_path} does not exist") from None
         except Exception as exc:  # noqa: BLE001
+            self._drop(node)
             raise _remote_error(node, exc) from None
-        finally:
-            conn.close()
 
 
 def _port_open(host: str, port: int) -> bool:

@@ -85,7 +85,11 @@ def exec_stream(session, only: list[str], command: str) -> int:  # type: ignore[
             sys.stdout.write(f"{node:>{width}} | {line}\n")
             sys.stdout.flush()
 
-    results = session.shell().stream(targets, command, sink)
+    shell = session.shell()
+    try:
+        results = shell.stream(targets, command, sink)
+    finally:
+        shell.close()
     failed = {name: r.exit_code for name, r in results.items() if not r.ok}
     if failed:
         sys.stderr.write("exit codes: " + ", ".join(f"{n}={c}" for n, c in sorted(failed.items())) + "\n")

@@ -227,7 +227,7 @@ class LocalProvider:
         stray = stray_sshd_pids(self.cluster_dir(cluster.name))
         net.kill_pids(stray)
         removed["processes"] += [str(p) for p in stray]
-        shutil.rmtree(self.cluster_dir(cluster.name), ignore_errors=True)
+        remove_tree(self.cluster_dir(cluster.name))
         with self._host_lock():
             removed["bridge"] = net.remove_bridge_if_unused(cluster.local.subnet)
         return Removed({k: v for k, v in removed.items() if v})
@@ -251,26 +251,35 @@ class LocalProvider:
         return next((image for image in self.images() if image.id == image_id), None)
 
     def bake(self, cluster: "ClusterConfig", node: Node, key: str) -> Image:
+        """Like an AMI bake with a reboot: stop the node, move its home layer into the image, restart it.
+
+        Moving instead of copying keeps a bake at well under a second and leaves no second copy of
+        the venv to delete on `down`. .ssh and caches stay behind: no key goes into an image.
+        """
         image_id = f"local-{key[:16]}"
-        final = self.image_root / image_id
+        paths = self.node_paths(cluster.name, node.name)
+        ns = net.netns_name(cluster.name, node.name)
+        net.kill_pids(net.namespace_pids(ns))
         staging = self.image_root / f".{image_id}.{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        (staging / "home").mkdir(parents=True)
-        pid = sshd_pid(self.node_paths(cluster.name, node.name))
-        if pid is None:
-            raise ProviderError(f"cannot bake: {node.name}'s sshd is not running")
-        # Read the home through the node's own mount namespace so the overlay is seen merged.
-        # .ssh stays behind: no key, not even authorized_keys, goes into an image.
-        script = f"tar -C /root --exclude=./.ssh --exclude=./.cache -cf - . | tar -C {staging}/home -xf -"
-        net.sh(["nsenter", "--target", str(pid), "--mount", "sh", "-c", script])
+        remove_tree(staging)
+        staging.mkdir(parents=True)
+        paths.upper.rename(staging / "home")
+        for private in (".ssh", ".cache"):
+            remove_tree(staging / "home" / private)
         size = sum(f.stat().st_size for f in (staging / "home").rglob("*") if f.is_file() and not f.is_symlink())
         meta = {"id": image_id, "key": key, "name": f"xeoncluster-{cluster.stack}-{key[:12]}",
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cluster": cluster.name,
                 "size_bytes": size}
         (staging / "image.json").write_text(json.dumps(meta, indent=2))
-        shutil.rmtree(final, ignore_errors=True)
-        staging.rename(final)
-        return self.get_image(image_id)  # type: ignore[return-value]
+        remove_tree(self.image_root / image_id)
+        staging.rename(self.image_root / image_id)
+        remove_tree(paths.work)
+        image = self.get_image(image_id)
+        assert image is not None
+        self._start_node(cluster, node.name, node.private_ip, self._image_home(image), node.role,
+                         int(node.name[4:]))
+        wait_for_port(node.private_ip, 22, timeout=30)
+        return image
 
     def remove_image(self, image_id: str) -> Removed:
         folder = self.image_root / image_id
@@ -281,8 +290,26 @@ class LocalProvider:
         if users:
             raise ProviderError(f"image {image_id} is in use by running nodes ({', '.join(sorted(users))})",
                                 hint="run `xeoncluster down` on the cluster that uses it first")
-        shutil.rmtree(folder)
+        remove_tree(folder)
         return Removed({"images": [image_id]})
+
+
+def remove_tree(path: Path) -> None:
+    # rm -rf is several times faster than shutil.rmtree on a venv's tens of thousands of files.
+    subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=False)
+
+
+def wait_for_port(host: str, port: int, timeout: float) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise ProviderError(f"sshd on {host} did not come back within {timeout:.0f}s")
 
 
 def cpu_list(cpus_per_node: int | None, index: int) -> str | None:

@@ -1,0 +1,197 @@
+"""Helpers for AWS tests under moto: constants, the API recorder with fault injection and the
+placement-group fake, moto gap fillers, config builder, and what-is-left assertions.
+Fixtures that use them live in conftest.py."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pytest
+from botocore.exceptions import ClientError
+from moto.core import DEFAULT_ACCOUNT_ID
+
+from provisioner.config import ClusterConfig
+from provisioner.providers.aws_clients import is_mutating
+from provisioner.providers.aws_images import BASE_IMAGE_PARAMETER
+
+REGION = "us-east-1"
+CALLER_IP = "203.0.113.7"
+# moto's Canonical-owned Ubuntu AMI (x86_64, root /dev/sda1) stands in for Ubuntu 24.04.
+UBUNTU_AMI = "ami-785db401"
+PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGnQnGWTWnV6y0vkNEzYqo9bZ3y0D4xGxKDc9uK3mVb0 test@xc"
+
+
+# -- API recorder and fault injection -----------------------------------------------------------
+@dataclass
+class Fault:
+    operation: str
+    error: BaseException | str
+    occurrence: int = 1  # fail the n-th call of this operation (1-based) ...
+    times: int = 1  # ... and this many after it
+    when: Callable[[dict[str, Any]], bool] | None = None
+    seen: int = 0
+    fired: int = 0
+
+    def should_fire(self, params: dict[str, Any]) -> bool:
+        if self.when is not None and not self.when(params):
+            return False
+        self.seen += 1
+        if self.seen >= self.occurrence and self.fired < self.times:
+            self.fired += 1
+            return True
+        return False
+
+    def exception(self) -> BaseException:
+        if isinstance(self.error, BaseException):
+            return self.error
+        return ClientError({"Error": {"Code": self.error, "Message": f"injected {self.error}"}}, self.operation)
+
+
+@dataclass
+class ApiRecorder:
+    """Wraps BaseClient._make_api_call: every boto3 client in the process is recorded."""
+
+    calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    faults: list[Fault] = field(default_factory=list)
+    placement_groups: dict[str, dict[str, Any]] = field(default_factory=dict)
+    canned: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = field(default_factory=dict)
+
+    def fail(self, operation: str, error: BaseException | str = "InternalFailure", occurrence: int = 1,
+             times: int = 1, when: Callable[[dict[str, Any]], bool] | None = None) -> Fault:
+        fault = Fault(operation, error, occurrence, times, when)
+        self.faults.append(fault)
+        return fault
+
+    def answer(self, operation: str, reply: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+        """Answer `operation` with reply(params) instead of moto (for APIs moto lacks)."""
+        self.canned[operation] = reply
+
+    def ops(self, service: str | None = "ec2") -> list[str]:
+        return [op for svc, op, _ in self.calls if service is None or svc == service]
+
+    def mutating(self, service: str | None = "ec2") -> list[str]:
+        return [op for op in self.ops(service) if is_mutating(op)]
+
+    def clear(self) -> None:
+        self.calls.clear()
+
+    def handle(self, client: Any, operation: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        service = client.meta.service_model.service_name
+        self.calls.append((service, operation, dict(params)))
+        for fault in self.faults:
+            if fault.operation == operation and fault.should_fire(params):
+                raise fault.exception()
+        if operation in self.canned:
+            return self.canned[operation](params)
+        if service == "ec2" and operation.endswith(("PlacementGroup", "PlacementGroups")):
+            return self._placement_group(operation, params)
+        return None
+
+    def _placement_group(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        if operation == "CreatePlacementGroup":
+            name = params["GroupName"]
+            if name in self.placement_groups:
+                raise ClientError({"Error": {"Code": "InvalidPlacementGroup.Duplicate", "Message": name}}, operation)
+            tags = [t for spec in params.get("TagSpecifications", []) for t in spec["Tags"]]
+            self.placement_groups[name] = {"GroupName": name, "Strategy": params.get("Strategy"),
+                                           "State": "available", "GroupId": f"pg-{len(self.placement_groups):017x}",
+                                           "Tags": tags}
+            return {"PlacementGroup": self.placement_groups[name]}
+        if operation == "DeletePlacementGroup":
+            if self.placement_groups.pop(params["GroupName"], None) is None:
+                raise ClientError({"Error": {"Code": "InvalidPlacementGroup.Unknown", "Message": "no"}}, operation)
+            return {}
+        groups = list(self.placement_groups.values())
+        for flt in params.get("Filters", []):
+            groups = [g for g in groups if _matches(g, flt)]
+        return {"PlacementGroups": groups}
+
+
+def _matches(group: dict[str, Any], flt: dict[str, Any]) -> bool:
+    name, values = flt["Name"], flt["Values"]
+    if name == "group-name":
+        return group["GroupName"] in values
+    if name.startswith("tag:"):
+        return any(t["Key"] == name[4:] and t["Value"] in values for t in group["Tags"])
+    raise NotImplementedError(name)
+
+
+# -- moto gaps ------------------------------------------------------------------------------------
+def seed_ubuntu_parameter(region: str = REGION, ami: str = UBUNTU_AMI) -> None:
+    from moto.ssm.models import Parameter, ssm_backends
+
+    backend = ssm_backends[DEFAULT_ACCOUNT_ID][region]
+    backend._parameters[BASE_IMAGE_PARAMETER].append(Parameter(
+        account_id=DEFAULT_ACCOUNT_ID, name=BASE_IMAGE_PARAMETER, value=ami, parameter_type="String",
+        description=None, allowed_pattern=None, keyid=None, last_modified_date=1.7e9, version=1,
+        data_type="aws:ec2:image"))
+
+
+def trim_moto_amis(monkeypatch: pytest.MonkeyPatch, keep: tuple[str, ...] = (UBUNTU_AMI,)) -> None:
+    """Speed only: moto builds ~1200 AMIs every time it creates or resets a region backend
+    (~0.2 s each, several per test). Keep the few AMIs the tests use; MOTO_AMIS_PATH being set
+    makes moto skip its per-region "latest" AMIs (the path itself was read at import, if ever)."""
+    from moto.ec2.models import amis
+
+    monkeypatch.setattr(amis, "AMIS", [a for a in amis.AMIS if a["ami_id"] in keep])
+    monkeypatch.setenv("MOTO_AMIS_PATH", "trimmed-by-tests")
+
+
+_SHARED_LOADERS: dict[Any, Any] = {}
+
+
+def share_botocore_loader(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Speed only: every provider makes its own boto3 Session, and each session would parse the
+    large EC2 service model again (~0.3 s). Tests share one data loader (read-only JSON cache)."""
+    import botocore.loaders
+    import botocore.session
+
+    def create_loader(search_path_string: Any = None) -> Any:
+        if search_path_string not in _SHARED_LOADERS:
+            _SHARED_LOADERS[search_path_string] = botocore.loaders.create_loader(search_path_string)
+        return _SHARED_LOADERS[search_path_string]
+
+    monkeypatch.setattr(botocore.session, "create_loader", create_loader)
+
+
+def create_image_with_snapshot_tags(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto.ec2.models.amis import AmiBackend
+
+    real = AmiBackend.create_image
+
+    def create_image(self: Any, instance_id: str, name: str, description: str,
+                     tag_specifications: list[dict[str, Any]]) -> Any:
+        snapshot_tags = [t for s in tag_specifications if s["ResourceType"] == "snapshot" for t in s["Tags"]]
+        others = [s for s in tag_specifications if s["ResourceType"] != "snapshot"]
+        ami = real(self, instance_id, name, description, others)
+        if snapshot_tags:
+            self.create_tags([ami.ebs_snapshot.id], {t["Key"]: t["Value"] for t in snapshot_tags})
+        return ami
+
+    monkeypatch.setattr(AmiBackend, "create_image", create_image)
+
+
+def cluster_config(**overrides: Any) -> ClusterConfig:
+    base: dict[str, Any] = {"name": "t1", "provider": "aws", "region": REGION, "nodes": 4,
+                            "instance_types": ["c7i.2xlarge"], "ssh": {"cidr": "auto"}}
+    base.update(overrides)
+    return ClusterConfig.model_validate(base)
+
+
+def live_state(ec2: Any, name: str) -> dict[str, list[str]]:
+    """What moto still holds for a cluster, by kind (empty lists mean nothing is left)."""
+    tag = [{"Name": "tag:xeoncluster:cluster", "Values": [name]}]
+    reservations = ec2.describe_instances(Filters=tag)["Reservations"]
+    instances = [i["InstanceId"] for r in reservations for i in r["Instances"] if i["State"]["Name"] != "terminated"]
+    groups = [g["GroupId"] for g in ec2.describe_security_groups(Filters=tag)["SecurityGroups"]]
+    groups += [g["GroupId"] for g in ec2.describe_security_groups(
+        Filters=[{"Name": "group-name", "Values": [f"xeoncluster-{name}"]}])["SecurityGroups"]]
+    keys = [k["KeyName"] for k in ec2.describe_key_pairs()["KeyPairs"] if k["KeyName"] == f"xeoncluster-{name}"]
+    spot = [r["SpotInstanceRequestId"] for r in ec2.describe_spot_instance_requests(Filters=tag)["SpotInstanceRequests"]
+            if r["State"] in ("open", "active")]
+    return {"instances": instances, "security_groups": sorted(set(groups)), "key_pairs": keys, "spot_requests": spot}
+
+
+def nothing_left(state: dict[str, list[str]]) -> bool:
+    return not any(state.values())
+

@@ -1,0 +1,101 @@
+"""Capacity fallback: next zone, then next type, then on-demand (spot only, if allowed)."""
+from __future__ import annotations
+
+import pytest
+
+from aws_helpers import PUBLIC_KEY, cluster_config
+from provisioner.errors import ProviderError
+
+
+def subnet_zone(ec2):
+    zones = {s["SubnetId"]: s["AvailabilityZone"] for s in ec2.describe_subnets()["Subnets"]}
+    return lambda params: zones[params["NetworkInterfaces"][0]["SubnetId"]]
+
+
+def placement(ec2, node):
+    inst = ec2.describe_instances(InstanceIds=[node.id])["Reservations"][0]["Instances"][0]
+    return inst["Placement"]["AvailabilityZone"], inst["InstanceType"], inst.get("InstanceLifecycle")
+
+
+def test_next_zone_through_the_moto_backend(provider, ec2, events, monkeypatch):
+    """The error comes from moto itself, so it goes through botocore's parsing and retry path."""
+    from moto.ec2.exceptions import EC2ClientError
+    from moto.ec2.models import EC2Backend
+
+    real = EC2Backend.run_instances
+    calls = []
+
+    def run_instances(self, image_id, count, user_data, security_group_names, **kwargs):
+        calls.append(kwargs.get("placement"))
+        if len(calls) == 1:
+            raise EC2ClientError("InsufficientInstanceCapacity", "We currently do not have sufficient capacity")
+        return real(self, image_id, count, user_data, security_group_names, **kwargs)
+
+    monkeypatch.setattr(EC2Backend, "run_instances", run_instances)
+    cluster = cluster_config(nodes=2, zones=["us-east-1a", "us-east-1b"])
+    provider.prepare(cluster, PUBLIC_KEY)
+    nodes = provider.launch(cluster, 2, None, "worker", 0)
+    assert len(calls) == 2
+    assert {placement(ec2, n)[0] for n in nodes} == {"us-east-1b"}
+    assert {n.zone for n in nodes} == {"us-east-1b"}
+    assert any("us-east-1a unavailable (InsufficientInstanceCapacity" in e for e in events)
+    assert events[-1].startswith("launched 2 worker node(s) as c7i.2xlarge spot in us-east-1b after "
+                                 "c7i.2xlarge spot in us-east-1a (InsufficientInstanceCapacity")
+
+
+def test_second_type_after_all_zones_fail_for_the_first(provider, ec2, aws, events):
+    cluster = cluster_config(nodes=1, instance_types=["c7i.2xlarge", "c6i.2xlarge"], zones=["us-east-1a", "us-east-1b"])
+    provider.prepare(cluster, PUBLIC_KEY)
+    aws.fail("RunInstances", "InsufficientInstanceCapacity", times=99, when=lambda p: p["InstanceType"] == "c7i.2xlarge")
+    node = provider.launch(cluster, 1, None, "master", 0)[0]
+    tried = [(p["InstanceType"], subnet_zone(ec2)(p)) for _, op, p in aws.calls if op == "RunInstances"]
+    assert tried == [("c7i.2xlarge", "us-east-1a"), ("c7i.2xlarge", "us-east-1b"), ("c6i.2xlarge", "us-east-1a")]
+    assert placement(ec2, node) == ("us-east-1a", "c6i.2xlarge", "spot")
+    assert "launched 1 master node(s) as c6i.2xlarge spot in us-east-1a" in events[-1]
+
+
+@pytest.mark.parametrize("code", ["InsufficientInstanceCapacity", "SpotMaxPriceTooLow", "MaxSpotInstanceCountExceeded"])
+def test_spot_falls_back_to_on_demand_when_allowed(provider, ec2, aws, events, code):
+    cluster = cluster_config(nodes=2, on_demand_fallback=True, zones=["us-east-1a", "us-east-1b"])
+    provider.prepare(cluster, PUBLIC_KEY)
+    aws.fail("RunInstances", code, times=99, when=lambda p: "InstanceMarketOptions" in p)
+    nodes = provider.launch(cluster, 2, None, "worker", 0)
+    assert {n.market for n in nodes} == {"on-demand"}
+    assert {placement(ec2, n)[2] for n in nodes} == {None}
+    assert aws.ops().count("RunInstances") == 3
+    assert "as c7i.2xlarge on-demand in us-east-1a after" in events[-1]
+
+
+def test_spot_without_fallback_fails_listing_what_was_tried(provider, ec2, aws):
+    cluster = cluster_config(nodes=2, zones=["us-east-1a", "us-east-1b"], instance_types=["c7i.2xlarge", "c6i.2xlarge"])
+    provider.prepare(cluster, PUBLIC_KEY)
+    aws.fail("RunInstances", "InsufficientInstanceCapacity", times=99)
+    with pytest.raises(ProviderError) as caught:
+        provider.launch(cluster, 2, None, "worker", 0)
+    message = caught.value.message
+    assert message.startswith("could not launch 2 worker node(s): ")
+    for itype in ("c7i.2xlarge", "c6i.2xlarge"):
+        for zone in ("us-east-1a", "us-east-1b"):
+            assert f"{itype} spot in {zone} (InsufficientInstanceCapacity" in message
+    assert "on-demand" not in message and "on_demand_fallback" in caught.value.hint
+    assert aws.ops().count("RunInstances") == 4
+    assert not provider.nodes(cluster)
+
+
+def test_other_errors_fail_at_once(provider, aws):
+    cluster = cluster_config(nodes=2, on_demand_fallback=True)
+    provider.prepare(cluster, PUBLIC_KEY)
+    aws.fail("RunInstances", "InvalidParameterCombination")
+    with pytest.raises(ProviderError, match="InvalidParameterCombination"):
+        provider.launch(cluster, 2, None, "worker", 0)
+    assert aws.ops().count("RunInstances") == 1
+
+
+def test_zones_default_to_those_offering_the_type(provider, ec2, aws):
+    # moto does not offer c6i in us-east-1e: that zone is skipped, not tried.
+    cluster = cluster_config(nodes=1, instance_types=["c6i.2xlarge"])
+    provider.prepare(cluster, PUBLIC_KEY)
+    aws.fail("RunInstances", "InsufficientInstanceCapacity", times=99)
+    with pytest.raises(ProviderError) as caught:
+        provider.launch(cluster, 1, None, "master", 0)
+    assert "us-east-1e" not in caught.value.message and "us-east-1f" in caught.value.message
