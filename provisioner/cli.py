@@ -67,9 +67,16 @@ def resolve_config(ctx: click.Context, local: dict[str, Any], overrides: dict[st
 
 
 def make_session(config: ClusterConfig) -> lifecycle.Session:
+    """Tests inject a provider or SSH stand-in through click's context object (`obj=`)."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_root().obj if ctx is not None and ctx.find_root().obj else {}
     reporter = Reporter()
-    provider = make_provider(config, events=reporter.info)
-    return lifecycle.Session(config=config, state=StateDir(config.name), provider=provider, reporter=reporter)
+    provider_factory = obj.get("provider_factory", make_provider)
+    session = lifecycle.Session(config=config, state=StateDir(config.name),
+                                provider=provider_factory(config, reporter.info), reporter=reporter)
+    if obj.get("shell_factory") is not None:
+        session.shell_factory = obj["shell_factory"]
+    return session
 
 
 @cli.command(context_settings=CONTEXT)
@@ -170,6 +177,16 @@ def images(ctx: click.Context, **opts: Any) -> None:
         render.images_table(session.provider.images())
 
 
+@images.command("build", context_settings=CONTEXT)
+@click.option("--stack", type=click.Choice(["stock", "intel"]), help="software stack from ami/stacks.yaml")
+@click.pass_context
+def images_build(ctx: click.Context, stack: str | None) -> None:
+    """Bake the image for the current config without keeping a cluster (reused by every later up)."""
+    session = make_session(resolve_config(ctx, ctx.obj.get("image_opts", {}), {"stack": stack}))
+    choice = lifecycle.build_image(session)
+    click.echo(choice.describe())
+
+
 @images.command("rm", context_settings=CONTEXT)
 @click.argument("image_id")
 @click.pass_context
@@ -180,6 +197,31 @@ def images_rm(ctx: click.Context, image_id: str) -> None:
     if removed.empty:
         raise ConfigError(f"no image '{image_id}'", hint="`xeoncluster images` lists them")
     render.removed(removed, image_id)
+
+
+@cli.command(context_settings=CONTEXT)
+@cluster_options
+@click.option("--nodes", type=int, help="total number of nodes, master included (1-256)")
+@click.option("--image", help="auto, none, or an image id")
+@click.option("--stack", type=click.Choice(["stock", "intel"]), help="software stack from ami/stacks.yaml")
+@click.option("--market", type=click.Choice(["spot", "on-demand"]), help="AWS purchasing option")
+@click.option("--instance-type", "instance_types", multiple=True, help="instance type; repeat for fallbacks")
+@click.option("--json", "as_json", is_flag=True, help="print the plan as JSON")
+@click.pass_context
+def plan(ctx: click.Context, nodes: int | None, image: str | None, stack: str | None, market: str | None,
+         instance_types: tuple[str, ...], as_json: bool, **opts: Any) -> None:
+    """Show what `up` would create, which image and stack it would use, and the estimated $/hour.
+
+    Makes only read-only calls; creates nothing.
+    """
+    overrides = {"nodes": nodes, "image": image, "stack": stack, "market": market,
+                 "instance_types": list(instance_types) or None}
+    session = make_session(resolve_config(ctx, opts, overrides))
+    result = lifecycle.plan(session)
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2, default=str))  # type: ignore[attr-defined]
+    else:
+        render.plan(result)
 
 
 def main() -> None:

@@ -341,3 +341,47 @@ def _reachability(session: Session, nodes: list[Node]) -> dict[str, tuple[bool, 
             return dict(zip((n.name for n in nodes), pool.map(probe, nodes)))
     finally:
         shell.close()
+
+
+@dataclass(frozen=True)
+class LocalPlan:
+    """What `up` would create on a provider without a pricing/plan API of its own."""
+
+    cluster: str
+    provider: str
+    nodes: int
+    image: ImageChoice
+    notes: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        return {"cluster": self.cluster, "provider": self.provider, "nodes": self.nodes,
+                "image": {"key": self.image.key, "action": self.image.action,
+                          "id": self.image.image.id if self.image.image else None},
+                "usd_per_hour": 0.0, "notes": list(self.notes)}
+
+
+def plan(session: Session) -> object:
+    """A dry run: the request `up` would make, as a value. Read-only calls only."""
+    notes = session.provider.preflight(session.config)
+    choice = resolve_image(session)
+    provider_plan = getattr(session.provider, "plan", None)
+    if callable(provider_plan):
+        return provider_plan(session.config, choice.key)
+    return LocalPlan(session.config.name, session.provider.name, session.config.nodes, choice,
+                     tuple(notes) + (choice.describe(),))
+
+
+def build_image(session: Session) -> ImageChoice:
+    """`images build`: bake without keeping a cluster (a one-node cluster that is removed again)."""
+    choice = resolve_image(session)
+    if choice.action != "bake":
+        return choice
+    builder = session.config.model_copy(update={"nodes": 1, "name": f"{session.config.name[:18]}-bake",
+                                                "image": "auto"})
+    build = Session(builder, StateDir(builder.name, session.state.path.parent.parent), session.provider,
+                    session.reporter, session.shell_factory)
+    try:
+        result = up(build)
+    finally:
+        down(build)
+    return result.image or choice

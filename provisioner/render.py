@@ -94,3 +94,29 @@ def exec_stream(session, only: list[str], command: str) -> int:  # type: ignore[
     if failed:
         sys.stderr.write("exit codes: " + ", ".join(f"{n}={c}" for n, c in sorted(failed.items())) + "\n")
     return max(failed.values(), default=0)
+
+
+def plan(result) -> None:  # type: ignore[no-untyped-def]
+    """Render an AWS Plan or a LocalPlan."""
+    console = _console()
+    data = result.to_dict()
+    console.print(f"plan for cluster '{data['cluster']}'" + (f" in {data['region']}" if "region" in data else ""))
+    if "resources" in data:
+        for res in data["resources"]:
+            console.print(f"  {res['action']:6} {res['kind']:15} {res['name']}  {res['detail']}".rstrip())
+        table = Table(title="instances", title_justify="left")
+        for column in ("role", "count", "type", "market", "image", "$/h each"):
+            table.add_column(column)
+        for item in data["instances"]:
+            price = f"{item['usd_per_hour']:.4f}" if item["usd_per_hour"] is not None else "?"
+            table.add_row(item["role"], str(item["count"]), item["instance_type"], item["market"], item["image"], price)
+        console.print(table)
+        image = data["image"]
+        console.print(f"image: {image['source']} {image['id'] or ''} (key {image['key'][:12]}, base {image['base_id']})")
+    else:
+        console.print(f"  create {data['nodes']} namespace node(s) with sshd on this machine")
+        console.print(f"  image: {data['image']['action']} {data['image']['id'] or ''} (key {data['image']['key'][:12]})")
+    total = data.get("usd_per_hour")
+    console.print(f"estimated cost: {'$%.4f/hour' % total if total is not None else 'unknown'}")
+    for note in data.get("notes", []):
+        console.print(f"note: {note}")
