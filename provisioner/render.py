@@ -1,6 +1,7 @@
 """Rendering results for people: tables and summaries on stdout."""
 from __future__ import annotations
 
+import shlex
 import sys
 import threading
 
@@ -120,3 +121,51 @@ def plan(result) -> None:  # type: ignore[no-untyped-def]
     console.print(f"estimated cost: {'$%.4f/hour' % total if total is not None else 'unknown'}")
     for note in data.get("notes", []):
         console.print(f"note: {note}")
+
+
+def launch_plan(plan) -> None:  # type: ignore[no-untyped-def]
+    console = _console()
+    console.print(f"# {plan.ranks.world_size} ranks: {len(plan.nodes)} node(s) x {plan.ranks.ranks_per_node} "
+                  f"rank(s), {plan.ranks.threads_per_rank} thread(s) each; {plan.topology.describe()}")
+    for note in plan.notes:
+        console.print(f"# {note}")
+    # Plain writes: the command must stay one copy-pasteable line, never wrapped by rich.
+    for key, value in plan.ranks.env:
+        sys.stdout.write(f"export {key}={shlex.quote(value)}\n")
+    sys.stdout.write(plan.command() + "\n")
+
+
+def run_training(session, request, dry_run: bool):  # type: ignore[no-untyped-def]
+    """Run (or only plan) the job; output lines are labelled by rank and streamed as they come."""
+    from .train import TrainRunner
+
+    runner = TrainRunner(session, request, echo=lambda line: (sys.stdout.write(line + "\n"), sys.stdout.flush()))
+    shell = session.shell()
+    try:
+        plan_ = runner.prepare(shell, dry_run)
+        if dry_run:
+            launch_plan(plan_)
+            return None
+        session.reporter.info(f"run {plan_.run}: {plan_.ranks.world_size} ranks on {len(plan_.nodes)} node(s); "
+                              f"log: {session.state.runs / plan_.run / 'train.log'}")
+        return runner.launch(shell, plan_)
+    finally:
+        shell.close()
+
+
+def training_result(outcome) -> None:  # type: ignore[no-untyped-def]
+    console = _console()
+    metrics = outcome.metrics or {}
+    keys = [k for k in ("exact_match", "f1", "accuracy") if k in metrics]
+    scores = ", ".join(f"{k}={metrics[k]:.2f}" for k in keys)
+    before = metrics.get("eval_before") or {}
+    if before:
+        scores += "  (untrained: " + ", ".join(f"{k}={before[k]:.2f}" for k in keys if k in before) + ")"
+    console.print(f"done in {outcome.seconds:.0f}s: {scores}")
+    speed = metrics.get("train_samples_per_second")
+    if speed is not None:
+        console.print(f"throughput: {speed:.1f} samples/s on {metrics.get('world_size')} rank(s), "
+                      f"{metrics.get('threads_per_rank')} thread(s) each, {metrics.get('precision')}")
+    console.print(f"metrics: {outcome.metrics_path}")
+    if outcome.model_dir:
+        console.print(f"model: {outcome.model_dir}")
