@@ -1,0 +1,60 @@
+"""The demo assets are deterministic and offline, and a short demo run visibly learns."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+from training.demo_assets import DemoLayout, ensure_demo_assets
+
+from .training_helpers import run_training
+
+
+def test_assets_are_complete_and_idempotent(demo_dir: Path) -> None:
+    layout = DemoLayout(demo_dir)
+    assert all(p.is_file() for p in layout.files())
+    stamp = layout.squad_train.stat().st_mtime_ns
+    assert ensure_demo_assets(demo_dir, seed=0) is False
+    assert layout.squad_train.stat().st_mtime_ns == stamp
+    header = layout.mrpc_train.read_text().splitlines()[0]
+    assert header == "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String"
+
+
+def test_demo_tokenizer_is_fast_with_cls_sep_and_offsets(demo_dir: Path) -> None:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(DemoLayout(demo_dir).model)
+    context = "The capital is Port ."
+    encoded = tokenizer("What is the capital ?", context, return_offsets_mapping=True)
+    tokens = tokenizer.convert_ids_to_tokens(encoded["input_ids"])
+    assert tokenizer.is_fast
+    assert tokens == ["[CLS]", "what", "is", "the", "capital", "?", "[SEP]", "the", "capital", "is", "port", ".", "[SEP]"]
+    start, end = encoded["offset_mapping"][10]
+    assert context[start:end] == "Port"
+
+
+def test_same_seed_gives_identical_assets(demo_dir: Path, tmp_path: Path) -> None:
+    other = tmp_path / "again"
+    ensure_demo_assets(other, seed=0)
+    for a, b in zip(DemoLayout(demo_dir).files(), DemoLayout(other).files()):
+        assert a.read_bytes() == b.read_bytes(), a.name
+    assert (demo_dir / "model" / "model.safetensors").read_bytes() == (other / "model" / "model.safetensors").read_bytes()
+
+
+def test_short_squad_demo_run_learns(demo_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "squad"
+    result = run_training(
+        ["squad", "--demo", str(demo_dir), "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache"),
+         "--max-steps", "600", "--max-eval-samples", "200"],
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((out / "metrics.json").read_text())
+    before, after = metrics["eval_before"]["f1"], metrics["f1"]
+    assert before < 15
+    assert after > before + 20, (before, after)
+    for key in ("exact_match", "train_loss", "train_samples_per_second", "seconds_per_epoch", "epochs",
+                "global_steps", "world_size", "ranks_per_node", "threads_per_rank", "precision", "stack",
+                "model", "torch_version", "transformers_version", "resumed_from_step"):
+        assert key in metrics
+    assert metrics["global_steps"] == 600 and metrics["world_size"] == 1 and metrics["resumed_from_step"] is None

@@ -1,0 +1,39 @@
+"""Paths and an offline environment for running `python -m training` in subprocesses."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = (REPO / ".." / "shared").resolve()
+SHARED_DATA = SHARED / "data"
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def offline_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        TRANSFORMERS_NO_ADVISORY_WARNINGS="1",
+        PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
+    )
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK", "XC_STACK"):
+        env.pop(name, None)
+    env.update(extra)
+    return env
+
+
+def run_training(args: list[str], timeout: float = 240, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "training", *args],
+        cwd=REPO,
+        env=offline_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

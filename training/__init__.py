@@ -1,0 +1,1 @@
+"""Node-side training package: ``python -m training squad|glue|demo-assets ...``."""

@@ -1,0 +1,199 @@
+"""Run one training job end to end: checks, data, features, train, evaluate, save, report."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from . import distributed
+from .checkpoints import checkpoint_step, last_complete_checkpoint
+from .config import RunConfig
+from .demo_assets import ensure_demo_assets
+from .errors import TrainingError
+from .features_cache import cache_path, load_or_build, tokenizer_fingerprint
+from .precision import cpu_flags_text, has_native_bf16, resolve_precision
+from .reporting import RunFacts, loss_history, seconds_per_epoch, write_metrics
+from .sources import check_local_files, load_from_hub, resolve_model
+from .stack import StackError, StackPlan, installed_versions, plan_stack
+from .tasks import Task, make_task
+
+
+def _say(info: distributed.DistInfo, message: str, *, every_rank: bool = False) -> None:
+    if info.is_main or every_rank:
+        prefix = f"[rank {info.rank}] " if info.is_distributed else ""
+        print(f"{prefix}{message}", flush=True)
+
+
+def _quiet_libraries() -> None:
+    if not sys.stdout.isatty():
+        import datasets
+        from transformers.utils import logging as hf_logging
+
+        datasets.disable_progress_bars()
+        hf_logging.disable_progress_bar()
+
+
+def _plan(config: RunConfig, info: distributed.DistInfo) -> tuple[StackPlan, str]:
+    cpuinfo = cpu_flags_text()
+    precision = resolve_precision(config.tunables.precision, cpuinfo)
+    try:
+        plan = plan_stack(
+            config.stack,
+            config.backend,
+            precision,
+            has_native_bf16(cpuinfo),
+            info.world_size,
+            installed_versions(probe_intel=config.stack == "intel"),
+        )
+    except StackError as exc:
+        raise TrainingError(str(exc)) from exc
+    for warning in plan.warnings:
+        if info.is_main:
+            print(f"training: warning: {warning}", file=sys.stderr)
+    return plan, precision
+
+
+def _check_distributed(info: distributed.DistInfo) -> None:
+    if distributed.missing_master_addr(info, os.environ):
+        raise TrainingError(
+            f"{info.world_size} ranks but MASTER_ADDR is not set; "
+            "the launcher must export the master's address"
+        )
+    if info.is_distributed:
+        # Exported only for real multi-rank runs: RANK/WORLD_SIZE alone make accelerate start DDP.
+        distributed.export_env(info)
+
+
+def run(config: RunConfig) -> int:
+    info = distributed.from_env(os.environ)
+    _check_distributed(info)
+    _quiet_libraries()
+    plan, precision = _plan(config, info)
+    if config.demo_dir is not None:
+        ensure_demo_assets(config.demo_dir)
+    check_local_files(config.source)
+    resolve_model(config.model)
+    task = make_task(config)
+    raw = task.load_raw()
+    if plan.use_ipex and plan.backend == "ccl":
+        from .intel import register_ccl_backend
+
+        register_ccl_backend()
+    try:
+        return _train(config, info, plan, precision, task, raw)
+    finally:
+        distributed.destroy_process_group()
+
+
+def _features(
+    config: RunConfig, args: Any, task: Task, raw: Any, tokenizer: Any, info: distributed.DistInfo
+) -> Any:
+    path = cache_path(
+        config.cache_dir, config.source.fingerprint(), tokenizer_fingerprint(tokenizer), task.cache_parts()
+    )
+    return load_or_build(
+        path,
+        lambda: task.build_features(raw, tokenizer),
+        args.main_process_first(local=True, desc="tokenize"),
+        lambda message: _say(info, message, every_rank=True),
+    )
+
+
+def _train(
+    config: RunConfig,
+    info: distributed.DistInfo,
+    plan: StackPlan,
+    precision: str,
+    task: Task,
+    raw: Any,
+) -> int:
+    import torch
+    import transformers
+    from transformers import AutoTokenizer, set_seed
+
+    from .trainer_setup import make_trainer, training_arguments
+
+    args = training_arguments(config, plan, precision)
+    set_seed(config.seed)
+    tokenizer = load_from_hub("model", config.model, lambda: AutoTokenizer.from_pretrained(config.model))
+    model = task.load_model(config.model)
+    features = _features(config, args, task, raw, tokenizer, info)
+    trainer = make_trainer(args, model, tokenizer, features["train"], plan, precision)
+    _say(
+        info,
+        f"{task.name}: {len(raw['train'])} examples -> {len(features['train'])} features; "
+        f"world {info.world_size} ({info.local_world_size}/node), {torch.get_num_threads()} threads/rank, "
+        f"{precision}, stack {plan.stack}",
+    )
+    before = task.evaluate(trainer, raw, features) if config.tunables.eval_before else None
+    if before is not None:
+        _say(info, f"eval before training: {_format(before)}")
+    checkpoint = last_complete_checkpoint(config.output_dir) if config.resume else None
+    resumed_step = checkpoint_step(checkpoint) if checkpoint else None
+    if config.resume:
+        _say(info, f"resuming from {checkpoint}" if checkpoint else "no checkpoint to resume; starting fresh")
+    started = time.monotonic()
+    result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    _say(info, f"trained {trainer.state.global_step} steps in {time.monotonic() - started:.1f}s")
+    after = task.evaluate(trainer, raw, features)
+    if after is not None:
+        _say(info, f"eval: {_format(after)}")
+    trainer.save_model(str(config.output_dir / "model"))
+    if trainer.is_world_process_zero():
+        facts = RunFacts(
+            task=task.name if config.task == "squad" else f"glue/{config.glue_task}",
+            model=config.model,
+            precision=precision,
+            stack=plan.stack,
+            ddp_backend=plan.backend,
+            world_size=info.world_size,
+            ranks_per_node=info.local_world_size,
+            threads_per_rank=torch.get_num_threads(),
+            torch_version=torch.__version__,
+            transformers_version=transformers.__version__,
+        )
+        payload = _metrics_payload(facts, task, trainer, result, before, after, resumed_step, features)
+        write_metrics(config.output_dir / "metrics.json", payload)
+        _say(info, f"wrote {config.output_dir / 'metrics.json'}")
+    return 0
+
+
+def _format(scores: dict[str, float]) -> str:
+    return "  ".join(f"{k} {v:.2f}" for k, v in scores.items())
+
+
+def _metrics_payload(
+    facts: RunFacts,
+    task: Task,
+    trainer: Any,
+    result: Any,
+    before: dict[str, float] | None,
+    after: dict[str, float] | None,
+    resumed_step: int | None,
+    features: Any,
+) -> dict[str, Any]:
+    state = trainer.state
+    runtime = float(result.metrics.get("train_runtime", 0.0))
+    scores = after or {name: None for name in task.metric_names}
+    return {
+        "task": facts.task,
+        **scores,
+        "eval_before": before,
+        "train_loss": result.training_loss,
+        "train_samples_per_second": result.metrics.get("train_samples_per_second"),
+        "train_runtime": runtime,
+        "seconds_per_epoch": seconds_per_epoch(
+            runtime, state.epoch or 0.0, state.global_step, resumed_step or 0
+        ),
+        "epochs": state.epoch,
+        "global_steps": state.global_step,
+        "resumed_from_step": resumed_step,
+        "train_features": len(features["train"]),
+        "eval_features": len(features["validation"]) if "validation" in features else 0,
+        **{k: v for k, v in asdict(facts).items() if k != "task"},
+        "log_history": loss_history(state.log_history),
+    }

@@ -1,0 +1,40 @@
+"""What the runner needs from a task (SQuAD, GLUE); each task module implements it."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class Task(Protocol):
+    name: str
+    metric_names: tuple[str, ...]
+
+    def load_raw(self) -> Any:
+        """A DatasetDict with `train` and maybe `validation`, already capped to max samples."""
+
+    def cache_parts(self) -> dict[str, Any]:
+        """Everything besides data and tokenizer that changes the tokenized features."""
+
+    def build_features(self, raw: Any, tokenizer: Any) -> Any:
+        """Tokenized DatasetDict (the expensive part, cached per node)."""
+
+    def load_model(self, model: str) -> Any: ...
+
+    def evaluate(self, trainer: Any, raw: Any, features: Any) -> dict[str, float] | None:
+        """Metrics on the validation split, or None when there is none."""
+
+
+def make_task(config: Any) -> Task:
+    if config.task == "squad":
+        from .squad_task import SquadTask
+
+        return SquadTask(config)
+    from .glue_task import GlueTaskRunner
+
+    return GlueTaskRunner(config)
+
+
+def cap(dataset: Any, limit: int | None) -> Any:
+    if limit is None or limit >= len(dataset):
+        return dataset
+    return dataset.select(range(limit))

@@ -1,0 +1,64 @@
+"""TrainingArguments and the Trainer for a run."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from .config import RunConfig
+from .errors import TrainingError
+from .stack import StackPlan
+
+# A ratio of the total steps: about 20 progress lines whatever the run length.
+DEFAULT_LOGGING_STEPS = 0.05
+
+
+def training_arguments(config: RunConfig, plan: StackPlan, precision: str) -> Any:
+    """Build TrainingArguments; with world size > 1 this also joins the process group."""
+    from transformers import TrainingArguments
+
+    tunables = config.tunables
+    settings: dict[str, Any] = {
+        "output_dir": str(config.output_dir),
+        "per_device_train_batch_size": tunables.batch_size,
+        "per_device_eval_batch_size": tunables.batch_size * 2,
+        "num_train_epochs": tunables.epochs,
+        "max_steps": config.max_steps,
+        "learning_rate": tunables.lr,
+        "seed": config.seed,
+        "save_strategy": "steps" if config.save_steps else "no",
+        "save_steps": config.save_steps or 500,
+        "save_total_limit": 2,
+        "logging_steps": DEFAULT_LOGGING_STEPS,
+        "eval_strategy": "no",
+        "report_to": "none",
+        "disable_tqdm": not sys.stdout.isatty(),
+        "use_cpu": True,
+        "bf16": precision == "bf16",
+        "dataloader_num_workers": 0,
+    }
+    if plan.backend is not None:
+        settings["ddp_backend"] = plan.backend
+    settings.update(config.trainer_overrides)  # explicit pass-through options win
+    try:
+        return TrainingArguments(**settings)
+    except (ValueError, TypeError) as exc:
+        raise TrainingError(f"invalid trainer arguments: {exc}") from exc
+
+
+def make_trainer(
+    args: Any, model: Any, tokenizer: Any, train_dataset: Any, plan: StackPlan, precision: str
+) -> Any:
+    from transformers import PrinterCallback, Trainer
+
+    from .progress import ConciseLog
+
+    trainer_class: type = Trainer
+    if plan.use_ipex:
+        from .intel import ipex_trainer_class
+
+        trainer_class = ipex_trainer_class(Trainer, precision)
+    trainer = trainer_class(model=model, args=args, train_dataset=train_dataset, processing_class=tokenizer)
+    trainer.remove_callback(PrinterCallback)
+    trainer.add_callback(ConciseLog())
+    return trainer
