@@ -299,6 +299,12 @@ def main() -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
+    except Exception as exc:  # noqa: BLE001 - a bug still gets one line; --debug shows where
+        if debug:
+            raise
+        click.echo(f"error: internal error: {type(exc).__name__}: {exc} | hint: rerun with --debug for the "
+                   "traceback and report it", err=True)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -113,7 +113,15 @@ def plan(result) -> None:  # type: ignore[no-untyped-def]
             table.add_row(item["role"], str(item["count"]), item["instance_type"], item["market"], item["image"], price)
         console.print(table)
         image = data["image"]
-        console.print(f"image: {image['source']} {image['id'] or ''} (key {image['key'][:12]}, base {image['base_id']})")
+        base = image["base_id"] or (f"unknown ({image['base_note']})" if image.get("base_note") else "-")
+        key = (image["key"] or "unknown")[:12]
+        what = {"cached": f"reuse {image['id']}; no playbook runs", "explicit": f"given {image['id']}; nothing is baked",
+                "base": "every node starts from the base and runs the playbooks",
+                "base+bake": "none cached; node0 runs the playbooks, is baked, workers start from that image"}
+        console.print(f"image: {what.get(image['source'], image['source'])} (key {key}, base: {base})")
+        if data.get("stack"):
+            stack = data["stack"]
+            console.print(f"stack: {stack['name']} ({stack['backend']}): {' '.join(stack['packages'])}")
     else:
         console.print(f"  create {data['nodes']} namespace node(s) with sshd on this machine")
         console.print(f"  image: {data['image']['action']} {data['image']['id'] or ''} (key {data['image']['key'][:12]})")
@@ -156,12 +164,13 @@ def run_training(session, request, dry_run: bool):  # type: ignore[no-untyped-de
 def training_result(outcome) -> None:  # type: ignore[no-untyped-def]
     console = _console()
     metrics = outcome.metrics or {}
-    keys = [k for k in ("exact_match", "f1", "accuracy") if k in metrics]
+    keys = [k for k in ("exact_match", "f1", "accuracy") if metrics.get(k) is not None]
     scores = ", ".join(f"{k}={metrics[k]:.2f}" for k in keys)
     before = metrics.get("eval_before") or {}
     if before:
-        scores += "  (untrained: " + ", ".join(f"{k}={before[k]:.2f}" for k in keys if k in before) + ")"
-    console.print(f"done in {outcome.seconds:.0f}s: {scores}")
+        scores += "  (untrained: " + ", ".join(f"{k}={before[k]:.2f}" for k in keys
+                                               if before.get(k) is not None) + ")"
+    console.print(f"done in {outcome.seconds:.0f}s: {scores or 'no evaluation set, no scores'}")
     speed = metrics.get("train_samples_per_second")
     if speed is not None:
         console.print(f"throughput: {speed:.1f} samples/s on {metrics.get('world_size')} rank(s), "

@@ -107,10 +107,19 @@ def check_request(request: TrainRequest, stack: Stack) -> None:
         raise ConfigError(f"--ppn must be at least 1 (got {request.ppn})")
     if request.threads is not None and request.threads < 1:
         raise ConfigError(f"--threads must be at least 1 (got {request.threads})")
-    backend = dict(request.env).get("XC_DDP_BACKEND")
+    backend = requested_backend(request.trainer_args)
     if backend == "ccl" and stack.backend != "ccl":
-        raise ConfigError(f"the ccl backend needs the intel stack; the {stack.name} stack uses {stack.backend}",
-                          hint="use --stack intel at `up`, or drop XC_DDP_BACKEND=ccl")
+        raise ConfigError(f"the ccl backend needs the intel stack (oneCCL bindings); this cluster runs the "
+                          f"{stack.name} stack, which has only {stack.backend}",
+                          hint="drop --ddp-backend ccl, or `up` a cluster with --stack intel")
+
+
+def requested_backend(trainer_args: tuple[str, ...]) -> str | None:
+    for index, arg in enumerate(trainer_args):
+        name, sep, value = arg.partition("=")
+        if name in ("--ddp-backend", "--ddp_backend"):
+            return value if sep else (trainer_args[index + 1] if index + 1 < len(trainer_args) else None)
+    return None
 
 
 def program_args(request: TrainRequest, stack: Stack, home: str, run: str, data: dict[str, str]) -> list[str]:
@@ -136,8 +145,9 @@ def program_args(request: TrainRequest, stack: Stack, home: str, run: str, data:
 
 
 def launch_env(request: TrainRequest, stack: Stack, home: str) -> dict[str, str]:
-    env = {"PYTHONPATH": f"{home}/{REMOTE_ROOT}", "XC_STACK": stack.name, "PYTHONUNBUFFERED": "1",
-           "TOKENIZERS_PARALLELISM": "false"}
+    # No PYTHONUNBUFFERED: unbuffered print() writes text and newline separately, and Intel MPI's
+    # -l labels each write, splitting lines. The training package flushes whole lines itself.
+    env = {"PYTHONPATH": f"{home}/{REMOTE_ROOT}", "XC_STACK": stack.name, "TOKENIZERS_PARALLELISM": "false"}
     if request.offline or request.demo:
         env |= {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     return env | dict(request.env)
@@ -157,8 +167,6 @@ def build_plan(request: TrainRequest, stack: Stack, nodes: list[Node], topology:
     program = program_args(request, stack, home, run, data)
     mpiexec = f"{home}/{VENV.removeprefix('~/')}/bin/mpiexec.hydra"
     argv = mpirun_command(mpiexec, f"{home}/hosts", ranks, program)
-    # -l labels every output line with its rank.
-    argv.insert(1, "-l")
     return LaunchPlan(run, tuple(nodes), topology, ranks, tuple(argv), home, ranks.notes)
 
 
@@ -265,8 +273,10 @@ class TrainRunner:
             result = shell.stream([self.nodes[0]], plan.command(), sink)[self.nodes[0].name]
         outcome = TrainOutcome(plan, result.exit_code, log, seconds=time.monotonic() - started)
         if result.exit_code != 0:
-            raise TrainingError(failure_line(log.read_text(), result.exit_code), log=log,
-                                hint="see the log; `xeoncluster status` shows which nodes answer")
+            error = TrainingError(failure_line(log.read_text(), result.exit_code), log=log,
+                                  hint="see the log; `xeoncluster status` shows which nodes answer")
+            error.exit_code = result.exit_code if 0 < result.exit_code < 128 else 1
+            raise error
         self._fetch(shell, plan, run_dir, outcome)
         return outcome
 
@@ -296,9 +306,14 @@ def failure_line(log_text: str, exit_code: int) -> str:
     if own:
         rank, message = own[0]
         return f"rank {rank}: {message}"
-    bad = re.search(r"RANK (\d+) PID \d+ RUNNING AT (\S+)\s*\n.*?EXIT CODE: (\d+)", log_text, re.S)
+    bad = re.search(r"RANK (\d+) PID \d+ RUNNING AT (\S+)\s*\n=?\s*(KILLED BY SIGNAL: (\d+)(?: \((\w+)\))?|"
+                    r"EXIT (?:STATUS|CODE): (\d+))", log_text)
     if bad:
-        return f"training failed: rank {bad.group(1)} on {bad.group(2)} exited with code {bad.group(3)}"
+        rank, node = bad.group(1), bad.group(2)
+        if bad.group(4):
+            name = f" ({bad.group(5)})" if bad.group(5) else ""
+            return f"training failed: rank {rank} on {node} was killed by signal {bad.group(4)}{name}"
+        return f"training failed: rank {rank} on {node} exited with code {bad.group(6)}"
     lost = re.search(r"(?:ssh: connect to host|Could not resolve hostname|connection to) (\S+)", log_text)
     if lost:
         return f"training failed: cannot reach node {lost.group(1).rstrip(':')} from the master"

@@ -8,7 +8,15 @@ from .errors import TrainingError
 
 
 def main(argv: list[str] | None = None) -> int:
+    import os
+
     from . import cli
+    from .distributed import from_env
+    from .labels import label_streams
+
+    info = from_env(os.environ)
+    if info.world_size > 1:
+        label_streams(info.rank)
 
     try:
         args, overrides = cli.parse(argv)
@@ -28,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("training: interrupted", file=sys.stderr)
         return 130
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
 
 
 if __name__ == "__main__":

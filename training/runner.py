@@ -24,8 +24,8 @@ from .tasks import Task, make_task
 
 def _say(info: distributed.DistInfo, message: str, *, every_rank: bool = False) -> None:
     if info.is_main or every_rank:
-        prefix = f"[rank {info.rank}] " if info.is_distributed else ""
-        print(f"{prefix}{message}", flush=True)
+        # Under MPI every line is already labelled with its rank (labels.py).
+        print(message, flush=True)
 
 
 def _quiet_libraries() -> None:

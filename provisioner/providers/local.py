@@ -109,7 +109,7 @@ class LocalProvider:
         missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
         if not os.access(SSHD, os.X_OK):
             missing.append(SSHD)
-        if cluster.local.cpus_per_node and shutil.which("taskset") is None:
+        if shutil.which("taskset") is None:
             missing.append("taskset")
         if missing:
             raise ConfigError(f"the local provider needs {', '.join(missing)}, which this machine lacks",
@@ -172,7 +172,7 @@ class LocalProvider:
         argv = ["ip", "netns", "exec", net.netns_name(cluster.name, name), "unshare", "--uts", "--mount",
                 "--propagation", "private", "sh", "-c", node_boot_script(name, self.hosts_file(cluster.name),
                                                                          paths, lower)]
-        cpus = cpu_list(cluster.local.cpus_per_node, index)
+        cpus = cpu_list(cluster.local.cpus_per_node, cluster.nodes, index)
         if cpus:
             argv = ["taskset", "-c", cpus, *argv]
         net.sh(argv)
@@ -312,12 +312,16 @@ def wait_for_port(host: str, port: int, timeout: float) -> None:
     raise ProviderError(f"sshd on {host} did not come back within {timeout:.0f}s")
 
 
-def cpu_list(cpus_per_node: int | None, index: int) -> str | None:
-    if not cpus_per_node:
+def cpu_list(cpus_per_node: int | None, nodes: int, index: int) -> str | None:
+    """CPUs for node `index`. Unset means an even share: nodes on one machine share its cores, and
+    each node's topology probe must see only its share or every rank would claim every core."""
+    total = len(os.sched_getaffinity(0))
+    per_node = cpus_per_node or max(1, total // nodes)
+    if per_node >= total:
         return None
-    total = os.cpu_count() or 1
-    first = (index * cpus_per_node) % total
-    return ",".join(str((first + i) % total) for i in range(min(cpus_per_node, total)))
+    allowed = sorted(os.sched_getaffinity(0))
+    first = (index * per_node) % total
+    return ",".join(str(allowed[(first + i) % total]) for i in range(per_node))
 
 
 def sshd_config(ip: str, paths: NodePaths) -> str:

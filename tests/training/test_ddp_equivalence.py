@@ -84,6 +84,6 @@ def test_two_mpi_ranks_match_one_rank_with_double_batch(demo_dir: Path, tmp_path
     assert (metrics["world_size"], metrics["ranks_per_node"], metrics["ddp_backend"]) == (2, 2, "gloo")
     assert metrics["global_steps"] == STEPS
     # Tokenized once per node: local rank 0 builds the cache, rank 1 loads it.
-    assert "[rank 0] features tokenized into cache" in two_output
-    assert "[rank 1] features loaded from cache" in two_output
+    assert "[0] features tokenized into cache" in two_output
+    assert "[1] features loaded from cache" in two_output
     np.testing.assert_allclose(_losses(tmp_path / "two"), _losses(tmp_path / "one"), rtol=1e-3)

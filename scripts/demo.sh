@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The README demo: install everything, start a 2-node local cluster, fine-tune SQuAD on offline data
+# (a tiny BERT and synthetic questions built on the nodes), print the metrics, and remove the cluster.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh
+name=${XEONCLUSTER_DEMO_NAME:-demo}
+trap 'xeoncluster down --provider local --name "$name"' EXIT
+xeoncluster up --provider local --nodes 2 --name "$name"
+xeoncluster exec --provider local --name "$name" -- hostname
+xeoncluster train squad --provider local --name "$name" --demo

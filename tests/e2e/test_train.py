@@ -1,0 +1,100 @@
+"""`xeoncluster train` on a real 2-node local cluster: real sshd, real Intel MPI, real torch DDP."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.conftest import SHARED
+from tests.e2e.conftest import LocalEnv
+
+
+@pytest.fixture(scope="module")
+def cluster2(local_env: LocalEnv, warm_image: str) -> Iterator[str]:
+    local_env.ok("up", "--name", "e2etrain", "--nodes", "2")
+    yield "e2etrain"
+    local_env.ok("down", "--name", "e2etrain")
+
+
+def run_dir(env: LocalEnv, cluster: str, run: str) -> Path:
+    return env.home / "clusters" / cluster / "runs" / run
+
+
+def test_train_squad_demo_learns_and_metrics_arrive(local_env: LocalEnv, cluster2: str, tmp_path: Path) -> None:
+    result = local_env.ok("train", "squad", "--name", cluster2, "--demo", "--run", "squad-demo",
+                          "--fetch-model", str(tmp_path / "fetched"), timeout=900)
+    metrics = json.loads((run_dir(local_env, cluster2, "squad-demo") / "metrics.json").read_text())
+    assert metrics["world_size"] == 2
+    assert metrics["ranks_per_node"] == 1
+    assert metrics["f1"] > metrics["eval_before"]["f1"] + 20
+    assert metrics["stack"] == "stock"
+    assert "f1=" in result.out and "untrained" in result.out
+    assert "[0]" in result.out and "[1]" in result.out
+    assert (tmp_path / "fetched" / "model" / "config.json").exists()
+    launch = json.loads((run_dir(local_env, cluster2, "squad-demo") / "launch.json").read_text())
+    assert "-ppn" in launch["argv"] and launch["env"]["MASTER_ADDR"] == local_env.state(cluster2)["nodes"][0]["private_ip"]
+
+
+def test_second_train_sends_no_package(local_env: LocalEnv, cluster2: str) -> None:
+    result = local_env.ok("train", "glue", "--name", cluster2, "--demo", "--run", "glue-demo", timeout=900)
+    assert "sent to none (unchanged)" in result.out + result.err
+    metrics = json.loads((run_dir(local_env, cluster2, "glue-demo") / "metrics.json").read_text())
+    assert {"accuracy", "f1"} <= set(metrics)
+    assert metrics["world_size"] == 2
+
+
+def test_train_glue_on_the_original_mrpc_tsv(local_env: LocalEnv, cluster2: str) -> None:
+    """A local file is copied to every node; the model comes from the demo assets built earlier."""
+    data = SHARED / "data" / "mrpc-train.tsv"
+    model = "/root/xeoncluster/demo/model"
+    local_env.ok("train", "glue", "--name", cluster2, "--train-file", str(data), "--model", model,
+                 "--run", "glue-tsv", "--offline", "--", "--max_steps", "4", timeout=900)
+    metrics = json.loads((run_dir(local_env, cluster2, "glue-tsv") / "metrics.json").read_text())
+    assert metrics["world_size"] == 2
+
+
+def test_dry_run_prints_the_command_and_runs_nothing(local_env: LocalEnv, cluster2: str) -> None:
+    before = set((local_env.home / "clusters" / cluster2 / "runs").iterdir())
+    out = local_env.ok("train", "squad", "--name", cluster2, "--demo", "--dry-run").out
+    assert "mpiexec.hydra -f /root/hosts -n 2 -ppn 1" in out
+    assert "export OMP_NUM_THREADS=" in out
+    assert set((local_env.home / "clusters" / cluster2 / "runs").iterdir()) == before
+
+
+def test_dead_node_is_named(local_env: LocalEnv, warm_image: str) -> None:
+    name = "e2etdead"
+    local_env.ok("up", "--name", name, "--nodes", "2")
+    try:
+        os.kill(int((local_env.root / "clusters" / name / "node1" / "sshd.pid").read_text()), signal.SIGKILL)
+        result = local_env.cli("train", "squad", "--name", name, "--demo")
+        assert result.code == 1
+        line = result.err.strip().splitlines()[-1]
+        assert "node1" in line and "unreachable" in line
+    finally:
+        local_env.ok("down", "--name", name)
+
+
+def test_failed_rank_is_named(local_env: LocalEnv, cluster2: str) -> None:
+    """Kill rank 1's python on node1 mid-run: the run ends with one line naming the rank/node and the log."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "provisioner.cli", "--config", str(local_env.config), "train", "squad", "--name",
+         cluster2, "--demo", "--run", "squad-killed", "--", "--max_steps", "400"],
+        env={**os.environ, "XEONCLUSTER_HOME": str(local_env.home)}, cwd=local_env.base,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = run_dir(local_env, cluster2, "squad-killed") / "train.log"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not (log.exists() and "step" in log.read_text()):
+        time.sleep(0.5)
+    local_env.ok("exec", "--name", cluster2, "--node", "node1", "--", "pkill -9 -f 'training squad' || true")
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, out + err
+    line = err.strip().splitlines()[-1]
+    assert "rank 1" in line and "node1" in line
+    assert f"log: {log}" in line

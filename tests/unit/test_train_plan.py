@@ -1,0 +1,120 @@
+"""The provisioner side of `train`: requests, stack checks, the mpirun plan, failure lines."""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+
+from provisioner.cli import main
+from provisioner.errors import ConfigError
+from provisioner.stacks import check_stack, get_stack
+from provisioner.train import (TrainRequest, check_request, dry_run_plan, failure_line, parse_env,
+                               requested_backend)
+
+
+def test_dry_run_for_four_two_socket_nodes() -> None:
+    plan = dry_run_plan(TrainRequest(task="squad", demo=True), get_stack("stock"), "c7i.48xlarge", 4, "ubuntu")
+    env = dict(plan.ranks.env)
+    assert (plan.ranks.world_size, plan.ranks.ranks_per_node, plan.ranks.threads_per_rank) == (8, 2, 48)
+    assert env["OMP_NUM_THREADS"] == "48"
+    assert env["I_MPI_PIN_DOMAIN"] == "socket"
+    assert env["LD_PRELOAD"] == "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4"
+    assert env["PYTHONPATH"] == "/home/ubuntu/xeoncluster"
+    argv = list(plan.argv)
+    assert argv[:7] == ["/home/ubuntu/venv/bin/mpiexec.hydra", "-f", "/home/ubuntu/hosts", "-n", "8", "-ppn", "2"]
+    assert argv[argv.index("-m") - 1:argv.index("-m") + 3] == ["/home/ubuntu/venv/bin/python", "-m", "training",
+                                                                 "squad"]
+    assert "--demo" in argv and "--stack" in argv
+
+
+def test_overrides_reach_the_plan() -> None:
+    request = TrainRequest(task="glue", glue_task="rte", ppn=4, threads=8, env=(("KMP_BLOCKTIME", "0"),),
+                           trainer_args=("--learning_rate", "5e-5"), dataset="glue")
+    plan = dry_run_plan(request, get_stack("stock"), "c7i.48xlarge", 2, "ubuntu")
+    env = dict(plan.ranks.env)
+    assert (plan.ranks.ranks_per_node, env["OMP_NUM_THREADS"], env["KMP_BLOCKTIME"]) == (4, "8", "0")
+    assert list(plan.argv[-2:]) == ["--learning_rate", "5e-5"]
+    assert "--task" in plan.argv and "rte" in plan.argv
+
+
+def test_untuned_plan_keeps_only_rendezvous() -> None:
+    plan = dry_run_plan(TrainRequest(task="squad", demo=True, tuned=False), get_stack("stock"), "c6i.16xlarge", 2,
+                        "ubuntu")
+    keys = {k for k, _ in plan.ranks.env}
+    assert {"MASTER_ADDR", "MASTER_PORT", "PYTHONPATH"} <= keys
+    assert not keys & {"OMP_NUM_THREADS", "LD_PRELOAD", "I_MPI_PIN_DOMAIN", "KMP_AFFINITY"}
+
+
+@pytest.mark.parametrize("request_,message", [
+    (TrainRequest(task="squad", dataset="squad", demo=True), "--dataset cannot be combined"),
+    (TrainRequest(task="squad", demo=True, model="bert-base-uncased"), "--demo brings its own model"),
+    (TrainRequest(task="squad", eval_file=Path("e.json")), "--eval-file needs --train-file"),
+    (TrainRequest(task="squad", ppn=0), "--ppn must be at least 1"),
+    (TrainRequest(task="squad", threads=0), "--threads must be at least 1"),
+    (TrainRequest(task="squad", trainer_args=("--ddp-backend", "ccl")), "the ccl backend needs the intel stack"),
+    (TrainRequest(task="squad", trainer_args=("--ddp_backend=ccl",)), "the ccl backend needs the intel stack"),
+    (TrainRequest(task="ner"), "unknown task 'ner'"),
+])
+def test_impossible_requests_fail_before_anything_runs(request_: TrainRequest, message: str) -> None:
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        check_request(request_, get_stack("stock"))
+
+
+def test_ccl_is_fine_on_the_intel_stack() -> None:
+    check_request(TrainRequest(task="squad", trainer_args=("--ddp-backend", "ccl")), get_stack("intel"))
+    assert requested_backend(("--x", "1", "--ddp-backend", "gloo")) == "gloo"
+
+
+@pytest.mark.parametrize("changes,message", [
+    ({"packages": ("torch==2.8.0", "intel-extension-for-pytorch==2.7.0", "oneccl_bind_pt==2.7.0",
+                   "transformers==4.52.4")}, "IPEX 2.7.0 needs torch 2.7.x"),
+    ({"packages": ("torch==2.7.0+cpu", "intel-extension-for-pytorch==2.7.0", "oneccl_bind_pt==2.6.0",
+                   "transformers==4.52.4")}, "oneccl_bind_pt 2.6.0 needs torch 2.6.x"),
+    ({"packages": ("torch==2.7.0+cpu", "intel-extension-for-pytorch==2.7.0", "oneccl_bind_pt==2.7.0",
+                   "transformers==5.23.0")}, "transformers 5.23.0 no longer accepts ddp_backend=ccl"),
+    ({"packages": ("torch==2.7.0+cpu", "oneccl_bind_pt==2.7.0")}, "intel-extension-for-pytorch is not pinned"),
+    ({"backend": "nccl"}, "unknown backend 'nccl'"),
+])
+def test_stack_combination_errors(changes: dict, message: str) -> None:
+    stack = dataclasses.replace(get_stack("intel"), **changes)
+    if changes.get("backend") == "nccl":
+        stack = dataclasses.replace(stack, ipex=False)
+    with pytest.raises(ConfigError, match=message):
+        check_stack(stack)
+
+
+def test_shipped_stacks_are_consistent() -> None:
+    check_stack(get_stack("stock"))
+    check_stack(get_stack("intel"))
+
+
+def test_failure_lines_name_rank_and_node() -> None:
+    mpi = ("[0] step 3/10\n===================================================================================\n"
+           "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   RANK 1 PID 4242 RUNNING AT node1\n"
+           "=   KILLED BY SIGNAL: 9 (Killed)\n")
+    assert failure_line(mpi, 9) == "training failed: rank 1 on node1 was killed by signal 9 (Killed)"
+    exited = "=   RANK 3 PID 17 RUNNING AT node2\n=   EXIT STATUS: 1\n"
+    assert failure_line(exited, 1) == "training failed: rank 3 on node2 exited with code 1"
+    own = "[1] training: model 'x' is not available offline (HF_HUB_OFFLINE=1); pass a local directory\n"
+    assert failure_line(own, 2).startswith("rank 1: training: model 'x' is not available offline")
+    assert failure_line("nothing useful\n", 3) == "training failed with exit code 3"
+
+
+def test_parse_env() -> None:
+    assert parse_env(("A=1", "B_2=x=y")) == (("A", "1"), ("B_2", "x=y"))
+    with pytest.raises(ConfigError, match="expected NAME=VALUE"):
+        parse_env(("NOVALUE",))
+
+
+def test_train_dry_run_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+                           xc_home: Path) -> None:
+    monkeypatch.setattr(sys, "argv", ["xeoncluster", "train", "squad", "--dry-run", "--nodes", "4",
+                                      "--instance-type", "c7i.48xlarge", "--demo"])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    out = capsys.readouterr().out
+    assert exit_info.value.code == 0
+    assert "-n 8 -ppn 2" in out and "export OMP_NUM_THREADS=48" in out
+    assert list(xc_home.iterdir()) == []
