@@ -63,10 +63,22 @@ def up(session: Session, keep_on_failure: bool = False) -> UpResult:
         if existing is not None and existing.status == "ready":
             return _already_up(session, existing)
         notes = session.provider.preflight(cfg)
+        if existing is None:
+            _refuse_orphans(session)
         choice = resolve_image(session)
         if existing is not None:
             _clean_leftovers(session)
         return _create(session, notes, choice, keep_on_failure)
+
+
+def _refuse_orphans(session: Session) -> None:
+    """Nodes of this name without local state (deleted folder, other machine): launching would clash."""
+    orphans = session.provider.nodes(session.config)
+    if orphans:
+        raise XeonClusterError(
+            f"cluster '{session.config.name}' already has {len(orphans)} node(s) "
+            f"({', '.join(n.name for n in orphans)}) but no local state",
+            hint=f"run `xeoncluster down --name {session.config.name}` (it finds them by name/tag), then up again")
 
 
 def _already_up(session: Session, record: ClusterRecord) -> UpResult:
@@ -362,11 +374,14 @@ class LocalPlan:
 
 def plan(session: Session) -> object:
     """A dry run: the request `up` would make, as a value. Read-only calls only."""
-    notes = session.provider.preflight(session.config)
-    choice = resolve_image(session)
     provider_plan = getattr(session.provider, "plan", None)
     if callable(provider_plan):
-        return provider_plan(session.config, choice.key)
+        # The provider runs the preflight itself: a plan still shows what it can when the base
+        # image is unknown (e.g. AWS's Ubuntu SSM parameter is missing), where `up` would stop.
+        stack = get_stack(session.config.stack)
+        return provider_plan(session.config, lambda base: image_key(base, stack))
+    notes = session.provider.preflight(session.config)
+    choice = resolve_image(session)
     return LocalPlan(session.config.name, session.provider.name, session.config.nodes, choice,
                      tuple(notes) + (choice.describe(),))
 

@@ -12,14 +12,15 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..errors import ProviderError
+from ..errors import ConfigError, ProviderError
+from ..stacks import get_stack
 from . import aws_images, aws_network, aws_teardown
-from .aws_clients import ApiCall, AwsClients, translated
+from .aws_clients import OPTIONAL_RETRIES, ApiCall, AwsClients, translated
 from .aws_instances import (LaunchSpec, describe_instances, launch_with_fallback, node_index,
                             parse_host_keys, plan_attempts, terminate_now, to_node)
 from .aws_preflight import resolve_ssh_cidr, run_preflight
-from .aws_pricing import (Plan, PlannedImage, PlannedInstances, PlannedResource, PriceQuote, quote,
-                          total_per_hour)
+from .aws_pricing import (Plan, PlannedImage, PlannedInstances, PlannedResource, PlannedStack, PriceQuote,
+                          node_prices, quote, total_per_hour)
 from .base import Image, Node, PackageSource, Removed
 
 if TYPE_CHECKING:
@@ -103,6 +104,9 @@ class AwsProvider:
 
     # -- images ----------------------------------------------------------------------------
     def base_image_id(self, cluster: "ClusterConfig") -> str:
+        """What the nodes start from: the given AMI, else Ubuntu 24.04 from SSM (ConfigError if missing)."""
+        if cluster.image.startswith("ami-"):
+            return cluster.image
         with translated("reading the Ubuntu 24.04 image id from SSM"):
             return aws_images.base_image_id(self.clients.client("ssm"))
 
@@ -143,7 +147,8 @@ class AwsProvider:
             spec, zones_by_type = self._launch_spec(cluster, count, image, role, first_index)
         market = cluster.effective_master_market if role == "master" else cluster.market
         attempts = plan_attempts(cluster.instance_types, zones_by_type, market, cluster.on_demand_fallback)
-        launched = launch_with_fallback(self.ec2, spec, attempts, self.instance_wait, self.events)
+        launched = launch_with_fallback(self.ec2, spec, attempts, self.instance_wait, self.events,
+                                        run_client=self.clients.ec2_no_retries, sleep=self.sleep)
         ids = list(launched.instance_ids)
         try:
             with translated(doing):
@@ -179,9 +184,11 @@ class AwsProvider:
         return spec, zones_by_type
 
     def nodes(self, cluster: "ClusterConfig") -> list[Node]:
+        """The cluster's live instances, from tags, each with its estimated $/hour."""
         with translated(f"listing the nodes of {cluster.name}"):
             raws = describe_instances(self.ec2, cluster=cluster.name)
-        return sorted((to_node(r, cluster.ssh.address) for r in raws), key=node_index)
+        nodes = sorted((to_node(r, cluster.ssh.address) for r in raws), key=node_index)
+        return node_prices(self.ec2, self._pricing(), nodes, self.region) if nodes else nodes
 
     def host_keys(self, node: Node) -> list[str]:
         try:
@@ -213,30 +220,42 @@ class AwsProvider:
         return removed
 
     # -- prices and plan (read-only) -------------------------------------------------------
-    def prices(self, cluster: "ClusterConfig") -> dict[str, PriceQuote]:
-        pricing = self.clients.client("pricing", region="us-east-1")
-        with translated("reading prices"):
-            return quote(self.ec2, pricing, cluster.instance_types, self.region)
+    def _pricing(self) -> Any:
+        return self.clients.client("pricing", region="us-east-1", retries=OPTIONAL_RETRIES)
 
-    def plan(self, cluster: "ClusterConfig", image_key: str) -> Plan:
+    def prices(self, cluster: "ClusterConfig") -> dict[str, PriceQuote]:
+        with translated("reading prices"):
+            return quote(self.ec2, self._pricing(), cluster.instance_types, self.region)
+
+    def plan(self, cluster: "ClusterConfig", key_for: Callable[[str], str]) -> Plan:
+        """What `up` would do, as a value. Read-only calls only.
+
+        `key_for(base_image_id)` is the image key (the lifecycle owns its recipe). The same checks
+        as `up` run first, except that a missing Ubuntu SSM parameter is a note here, not an error.
+        """
+        checks = run_preflight(self.clients, cluster, lambda: self.ssh_cidr(cluster), require_base_image=False)
         with translated(f"planning {cluster.name} in {self.region}"):
             resources = self._planned_resources(cluster)
-            image = self._planned_image(cluster, image_key)
+            image = self._planned_image(cluster, key_for)
         prices = self.prices(cluster)
         first = cluster.instance_types[0]
-        worker_image = image.id or "baked from node0"
-        master_image = image.id if image.source != "base+bake" else image.base_id
+        base = image.base_id or f"unknown ({image.base_note})"
+        master_image = base if image.source == "base+bake" else image.id or base
+        worker_image = "baked from node0" if image.source == "base+bake" else image.id or base
         groups = [
-            PlannedInstances("master", 1, first, cluster.effective_master_market, master_image or "",
+            PlannedInstances("master", 1, first, cluster.effective_master_market, master_image,
                              prices[first].for_market(cluster.effective_master_market)),
             PlannedInstances("worker", cluster.nodes - 1, first, cluster.market, worker_image,
                              prices[first].for_market(cluster.market)),
         ]
         notes = tuple(f"fallback instance type: {t}" for t in cluster.instance_types[1:])
-        if cluster.market == "spot" and cluster.on_demand_fallback:
-            notes += ("spot falls back to on-demand when no capacity",)
+        if cluster.market == "spot":
+            notes += ("spot falls back to on-demand when no capacity" if cluster.on_demand_fallback
+                      else "spot only: set on_demand_fallback: true to fall back to on-demand",)
+        stack = get_stack(cluster.stack)
         return Plan(cluster.name, self.region, tuple(resources), tuple(g for g in groups if g.count), image,
-                    total_per_hour(groups), prices, notes)
+                    total_per_hour(groups), prices, notes + tuple(checks),
+                    PlannedStack(stack.name, stack.backend, stack.packages))
 
     def _planned_resources(self, cluster: "ClusterConfig") -> list[PlannedResource]:
         ec2, name = self.ec2, aws_network.resource_name(cluster.name)
@@ -253,13 +272,19 @@ class AwsProvider:
             resources.append(PlannedResource("placement_group", name, "reuse" if found else "create", "strategy cluster"))
         return resources
 
-    def _planned_image(self, cluster: "ClusterConfig", image_key: str) -> PlannedImage:
+    def _planned_image(self, cluster: "ClusterConfig", key_for: Callable[[str], str]) -> PlannedImage:
         if cluster.image.startswith("ami-"):
-            return PlannedImage(image_key, cluster.image, "explicit", None)
-        base = aws_images.base_image_id(self.clients.client("ssm"))
+            return PlannedImage(key_for(cluster.image), cluster.image, "explicit", None)
+        source = "base" if cluster.image == "none" else "base+bake"
+        try:
+            base = aws_images.base_image_id(self.clients.client("ssm"))
+        except ConfigError:
+            # Without the base there is no image key either, so no cached image can be looked up.
+            return PlannedImage(None, None, source, None, "SSM parameter missing")
+        key = key_for(base)
         if cluster.image == "none":
-            return PlannedImage(image_key, base, "base", base)
-        cached = aws_images.find_image(self.ec2, image_key)
+            return PlannedImage(key, base, "base", base)
+        cached = aws_images.find_image(self.ec2, key)
         if cached is not None:
-            return PlannedImage(image_key, cached.id, "cached", base)
-        return PlannedImage(image_key, None, "base+bake", base)
+            return PlannedImage(key, cached.id, "cached", base)
+        return PlannedImage(key, None, source, base)

@@ -1,14 +1,16 @@
 """boto3 session and clients for one provider instance, tags, and AWS error classification."""
 from __future__ import annotations
 
+import random
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import (BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError,
-                                 ProfileNotFound)
+from botocore.exceptions import (BotoCoreError, ClientError, HTTPClientError,
+                                 NoCredentialsError, PartialCredentialsError, ProfileNotFound)
+from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from ..errors import ConfigError, ProviderError
 from .base import TAG_CLUSTER, TAG_IMAGE_KEY, TAG_ROLE
@@ -17,6 +19,23 @@ TAG_INDEX_BASE = "xeoncluster:index-base"
 TAG_KEY_DIGEST = "xeoncluster:public-key-sha256"
 
 RETRIES = {"mode": "adaptive", "max_attempts": 10}
+# run_instances gets a client without botocore retries: EC2 answers InsufficientInstanceCapacity with
+# HTTP 500, which botocore treats as transient and would retry 10 times in the same zone. The
+# provider retries that call itself (`call_retrying`): throttling and transient errors yes, capacity no.
+NO_RETRIES = {"mode": "standard", "total_max_attempts": 1}
+RUN_ATTEMPTS = 8
+# Optional, estimate-only APIs (Pricing, Service Quotas): a failure becomes a note or a catalog price,
+# so one retry is enough; ten adaptive retries of an endpoint that answers 500 take about a minute.
+OPTIONAL_RETRIES = {"mode": "standard", "total_max_attempts": 2}
+THROTTLING_CODES = frozenset({
+    "RequestLimitExceeded", "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottled",
+    "RequestThrottledException", "TooManyRequestsException", "EC2ThrottledException", "SlowDown",
+    "BandwidthLimitExceeded", "LimitExceededException", "PriorRequestNotComplete",
+})
+TRANSIENT_CODES = frozenset({
+    "InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable", "RequestTimeout",
+    "RequestTimeoutException",
+})
 MUTATING_PREFIXES = ("Create", "Run", "Request", "Import", "Authorize", "Revoke", "Terminate", "Delete",
                      "Deregister", "Cancel", "Modify", "Associate", "Put", "Register", "Start", "Stop")
 CAPACITY_CODES = frozenset({
@@ -64,10 +83,10 @@ class AwsClients:
                 raise ConfigError(f"AWS profile '{self.profile}' not found", hint=CREDENTIALS_HINT) from None
         return self._session
 
-    def client(self, service: str, region: str | None = None) -> Any:
-        key = f"{service}@{region or self.region}"
+    def client(self, service: str, region: str | None = None, retries: dict[str, Any] | None = None) -> Any:
+        key = f"{service}@{region or self.region}" + ("" if retries is None else f"#{sorted(retries.items())}")
         if key not in self._clients:
-            config = Config(retries=dict(RETRIES), user_agent_extra="xeoncluster")
+            config = Config(retries=dict(retries or RETRIES), user_agent_extra="xeoncluster")
             made = self.session.client(service, region_name=region or self.region, config=config)
             made.meta.events.register("before-call", self._record)
             self._clients[key] = made
@@ -76,6 +95,11 @@ class AwsClients:
     @property
     def ec2(self) -> Any:
         return self.client("ec2")
+
+    @property
+    def ec2_no_retries(self) -> Any:
+        """For run_instances only: its retries are `call_retrying`'s, which never retry capacity errors."""
+        return self.client("ec2", retries=NO_RETRIES)
 
     def _record(self, model: Any, **_: Any) -> None:
         self.calls.append(ApiCall(model.service_model.service_name, model.name))
@@ -96,6 +120,38 @@ def error_text(exc: BaseException) -> str:
 
 def is_capacity_error(exc: BaseException) -> bool:
     return isinstance(exc, ClientError) and error_code(exc) in CAPACITY_CODES
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Throttling and transient failures; never capacity, whatever HTTP status it came with."""
+    if isinstance(exc, ClientError):
+        code = error_code(exc)
+        if code in CAPACITY_CODES:
+            return False
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return code in THROTTLING_CODES or code in TRANSIENT_CODES or status in (502, 503, 504)
+    return isinstance(exc, (BotoConnectionError, HTTPClientError))
+
+
+T = TypeVar("T")
+
+
+def call_retrying(call: Callable[[], T], sleep: Callable[[float], None], attempts: int = RUN_ATTEMPTS,
+                  on_retry: Callable[[str], None] = lambda message: None) -> T:
+    """Run `call` up to `attempts` times with jittered exponential backoff on `is_retryable` errors.
+
+    The call must be idempotent on retry (run_instances is: it carries a ClientToken).
+    """
+    for attempt in range(1, attempts + 1):
+        try:
+            return call()
+        except (ClientError, BotoCoreError) as exc:
+            if attempt == attempts or not is_retryable(exc):
+                raise
+            delay = random.uniform(0.5, 1.0) * min(20.0, 2.0 ** attempt)
+            on_retry(f"{error_text(exc)}; retrying in {delay:.1f}s ({attempt}/{attempts - 1})")
+            sleep(delay)
+    raise AssertionError("unreachable")
 
 
 def is_credentials_error(exc: BaseException) -> bool:

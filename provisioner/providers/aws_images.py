@@ -20,7 +20,8 @@ def base_image_id(ssm: Any) -> str:
         return str(ssm.get_parameter(Name=BASE_IMAGE_PARAMETER)["Parameter"]["Value"])
     except ClientError as exc:
         if error_code(exc) == "ParameterNotFound":
-            raise ConfigError(f"no Ubuntu 24.04 image published in {ssm.meta.region_name} ({BASE_IMAGE_PARAMETER})",
+            raise ConfigError(f"no Ubuntu 24.04 image published in {ssm.meta.region_name} "
+                              f"(SSM parameter {BASE_IMAGE_PARAMETER} missing)",
                               hint="choose another region, or set image: to an AMI id") from None
         raise
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -9,7 +10,7 @@ from typing import Any, Callable
 from botocore.exceptions import BotoCoreError, ClientError, WaiterError
 
 from ..errors import ProviderError
-from .aws_clients import (TAG_INDEX_BASE, chunks, cluster_filter, cluster_tags, error_text,
+from .aws_clients import (TAG_INDEX_BASE, call_retrying, chunks, cluster_filter, cluster_tags, error_text,
                           is_capacity_error, paginate, provider_error, tag_specs, tags_of)
 from .base import TAG_ROLE, Node
 
@@ -97,11 +98,14 @@ def plan_attempts(instance_types: list[str], zones_by_type: dict[str, list[str]]
 
 
 def launch_with_fallback(ec2: Any, spec: LaunchSpec, attempts: list[Attempt], wait: dict[str, int],
-                         events: Callable[[str], None]) -> Launched:
+                         events: Callable[[str], None], run_client: Any = None,
+                         sleep: Callable[[float], None] = time.sleep) -> Launched:
+    """One run_instances per attempt. `run_client` should have botocore retries off (capacity errors
+    come as HTTP 500, which botocore would retry in the same zone); throttling is retried here."""
     failures: list[str] = []
     for attempt in attempts:
         try:
-            ids = _run_once(ec2, spec, attempt, wait)
+            ids = _run_once(ec2, run_client or ec2, spec, attempt, wait, sleep, events)
         except _CapacityFailure as failure:
             failures.append(f"{attempt} ({failure})")
             events(f"{spec.role}: {attempt} unavailable ({failure}); trying the next option")
@@ -118,11 +122,14 @@ class _CapacityFailure(Exception):
     pass
 
 
-def _run_once(ec2: Any, spec: LaunchSpec, attempt: Attempt, wait: dict[str, int]) -> list[str]:
-    # A client token makes botocore's retries of this call idempotent: no duplicate fleets.
+def _run_once(ec2: Any, run_client: Any, spec: LaunchSpec, attempt: Attempt, wait: dict[str, int],
+              sleep: Callable[[float], None], events: Callable[[str], None]) -> list[str]:
+    # The client token makes retries of this call idempotent: a retry after a lost reply returns the
+    # same reservation instead of launching a second fleet.
     request = run_request(spec, attempt, client_token=uuid.uuid4().hex)
     try:
-        reply = ec2.run_instances(**request)
+        reply = call_retrying(lambda: run_client.run_instances(**request), sleep,
+                              on_retry=lambda why: events(f"{spec.role}: run_instances in {attempt.zone}: {why}"))
     except ClientError as exc:
         if is_capacity_error(exc):
             raise _CapacityFailure(error_text(exc)) from exc

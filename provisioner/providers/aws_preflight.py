@@ -10,7 +10,7 @@ from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionEr
 
 from .. import catalog
 from ..errors import ConfigError, ProviderError
-from .aws_clients import CREDENTIALS_HINT, AwsClients, error_code, error_text, is_credentials_error
+from .aws_clients import CREDENTIALS_HINT, OPTIONAL_RETRIES, AwsClients, error_code, error_text, is_credentials_error
 from .aws_images import base_image_id, describe_image
 from .aws_network import offered_zones, resolve_vpc, subnets_by_zone
 
@@ -117,12 +117,21 @@ def check_offerings(ec2: Any, instance_types: list[str], zones: list[str]) -> li
     return notes
 
 
-def check_image(clients: AwsClients, image: str) -> None:
+def check_image(clients: AwsClients, image: str, require_base: bool = True) -> list[str]:
+    """The given AMI must exist; otherwise the Ubuntu base must be published (unless only planning)."""
     if image.startswith("ami-"):
         if describe_image(clients.ec2, image) is None:
             raise ConfigError(f"image '{image}' not found in {clients.region}", hint="set image: auto, or an AMI of this region")
-    elif not image.startswith("local-"):
+        return []
+    if image.startswith("local-"):
+        return []
+    try:
         base_image_id(clients.client("ssm"))
+    except ConfigError as exc:
+        if require_base:
+            raise
+        return [f"warning: {exc.message}; `up` would stop here"]
+    return []
 
 
 def check_quota(clients: AwsClients, cluster: "ClusterConfig", info: TypeInfo) -> list[str]:
@@ -136,7 +145,7 @@ def check_quota(clients: AwsClients, cluster: "ClusterConfig", info: TypeInfo) -
             continue
         code, title = QUOTAS[market]
         try:
-            limit = float(clients.client("service-quotas").get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
+            limit = float(clients.client("service-quotas", retries=OPTIONAL_RETRIES).get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
         except Exception as exc:  # noqa: BLE001 - the quota API is optional (moto lacks it)
             notes.append(f"vCPU quota '{title}' not checked ({error_text(exc)})")
             continue
@@ -168,7 +177,10 @@ def ssh_notes(cidr: str) -> list[str]:
     return [f"SSH allowed only from {cidr}"]
 
 
-def run_preflight(clients: AwsClients, cluster: "ClusterConfig", resolve_cidr: Callable[[], str]) -> list[str]:
+def run_preflight(clients: AwsClients, cluster: "ClusterConfig", resolve_cidr: Callable[[], str],
+                  require_base_image: bool = True) -> list[str]:
+    """Every read-only check `up` needs. `plan` passes require_base_image=False: a missing Ubuntu
+    SSM parameter becomes a warning note there, while `up` stops with a ConfigError."""
     check_region(clients)
     who = check_credentials(clients)
     ec2 = clients.ec2
@@ -179,7 +191,7 @@ def run_preflight(clients: AwsClients, cluster: "ClusterConfig", resolve_cidr: C
         zones = check_zones(ec2, cluster, vpc_id)
         notes = [f"AWS identity {who}", f"VPC {vpc_id}, zones {', '.join(zones)}"]
         notes += check_offerings(ec2, cluster.instance_types, zones)
-        check_image(clients, cluster.image)
+        notes += check_image(clients, cluster.image, require_base_image)
         notes += check_quota(clients, cluster, infos[cluster.instance_types[0]])
     except (ClientError, BotoCoreError) as exc:
         if is_credentials_error(exc):

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from .. import catalog
 from .aws_clients import paginate
+from .base import Node
 
 PRICING_REGION = "us-east-1"
 
@@ -44,10 +45,18 @@ class PlannedInstances:
 
 @dataclass(frozen=True)
 class PlannedImage:
-    key: str
+    key: str | None  # None when the base image is unknown (so is the key)
     id: str | None
     source: str  # "cached" | "explicit" | "base+bake" | "base"
     base_id: str | None
+    base_note: str = ""  # why base_id is None, e.g. "SSM parameter missing"
+
+
+@dataclass(frozen=True)
+class PlannedStack:
+    name: str
+    backend: str
+    packages: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -60,13 +69,14 @@ class Plan:
     usd_per_hour: float | None
     prices: dict[str, PriceQuote] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    stack: PlannedStack | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def spot_prices(ec2: Any, instance_types: list[str]) -> dict[str, tuple[float, str]]:
-    """Cheapest current spot price per type across zones: latest entry per zone, then min."""
+def spot_prices_by_zone(ec2: Any, instance_types: list[str]) -> dict[tuple[str, str], float]:
+    """The current spot price per (type, zone): the latest history entry of each."""
     history = paginate(ec2, "describe_spot_price_history", "SpotPriceHistory", InstanceTypes=list(instance_types),
                        ProductDescriptions=["Linux/UNIX"], StartTime=dt.datetime.now(dt.timezone.utc))
     latest: dict[tuple[str, str], tuple[Any, float]] = {}
@@ -74,11 +84,38 @@ def spot_prices(ec2: Any, instance_types: list[str]) -> dict[str, tuple[float, s
         key = (entry["InstanceType"], entry["AvailabilityZone"])
         if key not in latest or entry["Timestamp"] > latest[key][0]:
             latest[key] = (entry["Timestamp"], float(entry["SpotPrice"]))
+    return {key: price for key, (_, price) in latest.items()}
+
+
+def spot_prices(ec2: Any, instance_types: list[str]) -> dict[str, tuple[float, str]]:
+    """Cheapest current spot price per type across zones: latest entry per zone, then min."""
     best: dict[str, tuple[float, str]] = {}
-    for (itype, zone), (_, price) in sorted(latest.items()):
+    for (itype, zone), price in sorted(spot_prices_by_zone(ec2, instance_types).items()):
         if itype not in best or price < best[itype][0]:
             best[itype] = (price, zone)
     return best
+
+
+def node_prices(ec2: Any, pricing: Any | None, nodes: list[Node], region: str) -> list[Node]:
+    """Each node with its $/hour: spot nodes at their zone's current spot price, others on demand.
+
+    Prices are estimates; a price that cannot be read stays None (shown as "-")."""
+    types = sorted({n.instance_type for n in nodes if n.instance_type})
+    if not types:
+        return nodes
+    try:
+        spot = spot_prices_by_zone(ec2, types)
+    except Exception:  # noqa: BLE001 - an estimate must never fail `status`
+        spot = {}
+    on_demand = {t: _on_demand(pricing, t, region)[0] for t in types}
+    priced = []
+    for node in nodes:
+        if node.market == "spot":
+            price = spot.get((node.instance_type or "", node.zone or ""))
+        else:
+            price = on_demand.get(node.instance_type or "")
+        priced.append(replace(node, price_per_hour=price))
+    return priced
 
 
 def on_demand_from_api(pricing: Any, instance_type: str, region: str) -> float | None:

@@ -195,3 +195,28 @@ def live_state(ec2: Any, name: str) -> dict[str, list[str]]:
 def nothing_left(state: dict[str, list[str]]) -> bool:
     return not any(state.values())
 
+
+
+def seed_cached_image(ec2: Any, key: str, baked_by: str = "seed") -> str:
+    """An AMI tagged with `key`, as an earlier `up` (of another cluster) would have baked it."""
+    from provisioner.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY
+
+    instance = ec2.run_instances(ImageId=UBUNTU_AMI, MinCount=1, MaxCount=1, InstanceType="c7i.2xlarge")
+    instance_id = instance["Instances"][0]["InstanceId"]
+    tags = [{"Key": TAG_IMAGE_KEY, "Value": key}, {"Key": TAG_CLUSTER, "Value": baked_by}]
+    image = ec2.create_image(InstanceId=instance_id, Name=f"xeoncluster-{key[:16]}-{baked_by}",
+                             TagSpecifications=[{"ResourceType": "image", "Tags": tags}])
+    ec2.terminate_instances(InstanceIds=[instance_id])
+    return str(image["ImageId"])
+
+
+def stock_image_key(base: str = UBUNTU_AMI, stack: str = "stock") -> str:
+    from provisioner.image import image_key
+    from provisioner.stacks import get_stack
+
+    return image_key(base, get_stack(stack))
+
+
+def own_images(ec2: Any, cluster: str | None = None) -> list[dict[str, Any]]:
+    filters = [{"Name": "tag:xeoncluster:cluster", "Values": [cluster]}] if cluster else []
+    return list(ec2.describe_images(Owners=["self"], Filters=filters)["Images"])

@@ -4,6 +4,8 @@
 - `aws`: an in-process moto account with the moto gaps filled in (see below and aws_helpers.py).
 - `api`: an `ApiRecorder` that records every boto3 call of any client and injects faults.
 - `make_provider` / `provider`, `cluster_config`: AwsProvider with a fake caller IP.
+- `xc`: runs the real CLI entry point (`xeoncluster ...`) under moto with the SSH seam replaced by
+  a RecordingShell (`shell`, recording_shell.py); state goes to a temporary XEONCLUSTER_HOME.
 
 moto workarounds (moto 5.2.1):
 - The Ubuntu 24.04 SSM parameter is missing: `seed_ubuntu_parameter` appends it to moto's SSM
@@ -17,8 +19,11 @@ moto workarounds (moto 5.2.1):
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 import socket
+import sys
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import boto3
@@ -30,6 +35,7 @@ from aws_helpers import (CALLER_IP, REGION, ApiRecorder, cluster_config, create_
                          seed_ubuntu_parameter, share_botocore_loader, trim_moto_amis)
 from provisioner.config import ClusterConfig
 from provisioner.providers.aws import AwsProvider
+from recording_shell import ShellLog
 
 
 # -- environment ------------------------------------------------------------------------------
@@ -127,3 +133,71 @@ def cluster() -> ClusterConfig:
     return cluster_config()
 
 
+# -- the CLI under moto -----------------------------------------------------------------------
+@dataclass
+class CliRun:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def err_lines(self) -> list[str]:
+        return self.err.strip().splitlines()
+
+    @property
+    def error(self) -> str:
+        """The one-line error the CLI printed last."""
+        return self.err_lines[-1] if self.err_lines else ""
+
+
+@dataclass
+class CliHarness:
+    """Runs `xeoncluster ARGS` through the real `provisioner.cli.main` (exit codes, one-line errors)
+    with the AWS provider under moto and the SSH seam replaced by a RecordingShell."""
+
+    shell: ShellLog
+    capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch
+    caller_ip: Callable[[], str] = lambda: CALLER_IP
+    providers: list[AwsProvider] = field(default_factory=list)
+    patch_provider: Callable[[AwsProvider], None] | None = None
+
+    def provider_factory(self, config: ClusterConfig, events: Callable[[str], None]) -> AwsProvider:
+        provider = AwsProvider(config.region or REGION, profile=config.profile, events=events,
+                               caller_ip=self.caller_ip)
+        provider.instance_wait = {"Delay": 0, "MaxAttempts": 3}
+        provider.image_wait = {"Delay": 0, "MaxAttempts": 3}
+        provider.sleep = lambda seconds: None
+        if self.patch_provider is not None:
+            self.patch_provider(provider)
+        self.providers.append(provider)
+        return provider
+
+    def __call__(self, *argv: str) -> CliRun:
+        import provisioner.cli as cli_module
+
+        group = cli_module.cli
+        obj = {"provider_factory": self.provider_factory, "shell_factory": self.shell.factory}
+        self.capsys.readouterr()
+        self.monkeypatch.setattr(sys, "argv", ["xeoncluster", *argv])
+        group.main = functools.partial(type(group).main, group, obj=obj)  # type: ignore[method-assign]
+        try:
+            cli_module.main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        finally:
+            del group.main
+        captured = self.capsys.readouterr()
+        return CliRun(code, captured.out, captured.err)
+
+
+@pytest.fixture
+def shell() -> ShellLog:
+    return ShellLog()
+
+
+@pytest.fixture
+def xc(aws: ApiRecorder, shell: ShellLog, xc_home: Any, capsys: pytest.CaptureFixture[str],
+       monkeypatch: pytest.MonkeyPatch) -> CliHarness:
+    return CliHarness(shell, capsys, monkeypatch)

@@ -8,10 +8,14 @@ from aws_helpers import PUBLIC_KEY, UBUNTU_AMI, cluster_config
 KEY = "b" * 64
 
 
+def key_for(base):
+    return KEY
+
+
 def test_plan_for_a_fresh_cluster(provider, aws):
     cluster = cluster_config(nodes=4, placement_group=True, master_market="on-demand",
                              instance_types=["c7i.2xlarge", "c6i.2xlarge"], on_demand_fallback=True)
-    plan = provider.plan(cluster, KEY)
+    plan = provider.plan(cluster, key_for)
     assert aws.mutating(service=None) == []
     assert [(r.kind, r.action) for r in plan.resources] == [
         ("key_pair", "create"), ("security_group", "create"), ("placement_group", "create")]
@@ -34,7 +38,7 @@ def test_plan_reuses_what_exists(provider, aws):
     node = provider.launch(cluster, 1, None, "master", 0)[0]
     image = provider.bake(cluster, node, KEY)
     aws.clear()
-    plan = provider.plan(cluster, KEY)
+    plan = provider.plan(cluster, key_for)
     assert aws.mutating(service=None) == []
     assert [r.action for r in plan.resources] == ["reuse", "reuse"]
     assert (plan.image.source, plan.image.id) == ("cached", image.id)
@@ -42,7 +46,7 @@ def test_plan_reuses_what_exists(provider, aws):
 
 
 def test_plan_with_explicit_image(provider):
-    plan = provider.plan(cluster_config(image=UBUNTU_AMI, nodes=1), KEY)
+    plan = provider.plan(cluster_config(image=UBUNTU_AMI, nodes=1), key_for)
     assert (plan.image.source, plan.image.id) == ("explicit", UBUNTU_AMI)
     assert len(plan.instances) == 1
 

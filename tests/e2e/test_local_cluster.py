@@ -137,6 +137,9 @@ def test_down_finds_leftovers_without_state(local_env: LocalEnv, warm_image: str
     name = "e2enostate"
     local_env.ok("up", "--name", name, "--nodes", "2")
     StateDir(name, home=local_env.home).remove()
+    again = local_env.cli("up", "--name", name, "--nodes", "2")
+    assert again.code == 1
+    assert "already has 2 node(s) (node0, node1) but no local state" in again.err
     out = local_env.ok("down", "--name", name).out
     assert f"xc-{name}-node0" in out and f"xc-{name}-node1" in out
     assert leftovers(local_env, name) == {"namespaces": [], "processes": [], "mounts": [], "files": []}

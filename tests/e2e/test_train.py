@@ -81,6 +81,21 @@ def test_dead_node_is_named(local_env: LocalEnv, warm_image: str) -> None:
         local_env.ok("down", "--name", name)
 
 
+def rank_processes(rank: int) -> list[int]:
+    """Python ranks with this PMI_RANK. Namespace nodes share the host's PID space, so a pkill on a
+    node would also hit the test's own processes; reading environ finds exactly the rank."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"training" in cmdline and b"-m" in cmdline and f"PMI_RANK={rank}".encode() in environ:
+            found.append(int(proc.name))
+    return found
+
+
 def test_failed_rank_is_named(local_env: LocalEnv, cluster2: str) -> None:
     """Kill rank 1's python on node1 mid-run: the run ends with one line naming the rank/node and the log."""
     proc = subprocess.Popen(
@@ -92,7 +107,10 @@ def test_failed_rank_is_named(local_env: LocalEnv, cluster2: str) -> None:
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not (log.exists() and "step" in log.read_text()):
         time.sleep(0.5)
-    local_env.ok("exec", "--name", cluster2, "--node", "node1", "--", "pkill -9 -f 'training squad' || true")
+    victims = rank_processes(rank=1)
+    assert victims, "rank 1 is not running"
+    for pid in victims:
+        os.kill(pid, signal.SIGKILL)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, out + err
     line = err.strip().splitlines()[-1]

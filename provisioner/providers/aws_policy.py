@@ -1,0 +1,63 @@
+"""The IAM permissions the AWS provider needs: exactly the API actions it calls.
+
+tests/aws/test_iam_policy.py checks this list against the provider's source and against every call
+a full CLI lifecycle makes, and that the README shows the same JSON.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .aws_images import BASE_IMAGE_PARAMETER
+
+ACTIONS: dict[str, tuple[str, ...]] = {
+    "ec2": (
+        # preflight and plan (read-only)
+        "DescribeRegions", "DescribeVpcs", "DescribeSubnets", "DescribeAvailabilityZones",
+        "DescribeInstanceTypes", "DescribeInstanceTypeOfferings", "DescribeSpotPriceHistory",
+        # key pair, security group, placement group
+        "DescribeKeyPairs", "ImportKeyPair", "DeleteKeyPair",
+        "DescribeSecurityGroups", "CreateSecurityGroup", "AuthorizeSecurityGroupIngress",
+        "RevokeSecurityGroupIngress", "DeleteSecurityGroup",
+        "DescribePlacementGroups", "CreatePlacementGroup", "DeletePlacementGroup",
+        # instances (`up` reads each new instance's console output for out-of-band host keys)
+        "RunInstances", "DescribeInstances", "GetConsoleOutput", "TerminateInstances",
+        "DescribeSpotInstanceRequests", "CancelSpotInstanceRequests",
+        # images
+        "DescribeImages", "CreateImage", "DeregisterImage", "DescribeSnapshots", "DeleteSnapshot",
+        # Not called directly: EC2 authorizes tags passed in TagSpecifications (tag on create) as CreateTags.
+        "CreateTags",
+    ),
+    "sts": ("GetCallerIdentity",),
+    "ssm": ("GetParameter",),
+    "pricing": ("GetProducts",),
+    "servicequotas": ("GetServiceQuota",),
+}
+TAG_ON_CREATE_ONLY = frozenset({"ec2:CreateTags"})
+# boto3 service name -> IAM prefix, where they differ
+IAM_PREFIX = {"service-quotas": "servicequotas"}
+
+
+def actions() -> list[str]:
+    return [f"{prefix}:{name}" for prefix, names in ACTIONS.items() for name in names]
+
+
+def policy_document() -> dict[str, Any]:
+    ubuntu = f"arn:aws:ssm:*::parameter{BASE_IMAGE_PARAMETER}"  # a public parameter: no account id
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": "XeonclusterEc2AndEstimates", "Effect": "Allow",
+             "Action": [a for a in actions() if not a.startswith("ssm:")], "Resource": "*"},
+            {"Sid": "XeonclusterUbuntuImageId", "Effect": "Allow", "Action": ["ssm:GetParameter"],
+             "Resource": ubuntu},
+        ],
+    }
+
+
+def policy_json() -> str:
+    return json.dumps(policy_document(), indent=2)
+
+
+if __name__ == "__main__":
+    print(policy_json())

@@ -1,0 +1,136 @@
+"""A recording stand-in for the SSH seam (`provisioner.remote.NodeShell`) for AWS lifecycle tests.
+
+moto hands out addresses that must never be dialled, so every CLI test under moto replaces
+FabricShell with this. It records every command and file per node, answers as a fresh Ubuntu node
+would (success; the OS-package probe reports the packages missing, so the install step runs),
+pins a fake host key per node, and can raise at a chosen point to inject SSH failures or Ctrl-C.
+"""
+from __future__ import annotations
+
+import base64
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from provisioner.providers.base import Node
+from provisioner.remote import CommandResult, RemoteFile, SshIdentity
+
+PROBE = re.compile(r"\|\| echo MISSING ([^\s;]+)")
+MESH_MARK = "ssh -o BatchMode=yes"
+
+
+@dataclass(frozen=True)
+class Call:
+    method: str  # wait_ready | scan_host_key | run | stream | put_files | put | get
+    node: str
+    command: str = ""
+
+
+Trigger = Callable[[Call], bool]
+
+
+@dataclass
+class ShellLog:
+    """Shared by every RecordingShell a test creates (`up`, `status`, ... each make their own)."""
+
+    calls: list[Call] = field(default_factory=list)
+    files: dict[str, list[RemoteFile]] = field(default_factory=dict)
+    identities: list[SshIdentity] = field(default_factory=list)
+    closed: int = 0
+    faults: list[tuple[Trigger, BaseException]] = field(default_factory=list)
+    exit_codes: list[tuple[Trigger, int, str]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # -- set-up -------------------------------------------------------------------------------
+    def factory(self, identity: SshIdentity) -> "RecordingShell":
+        self.identities.append(identity)
+        return RecordingShell(self)
+
+    def raise_when(self, trigger: Trigger, error: BaseException) -> None:
+        """Raise `error` (once) from the first call matching `trigger`."""
+        self.faults.append((trigger, error))
+
+    def exit_with(self, trigger: Trigger, code: int, stderr: str = "") -> None:
+        """Commands matching `trigger` exit with `code` (every time)."""
+        self.exit_codes.append((trigger, code, stderr))
+
+    # -- what happened ------------------------------------------------------------------------
+    def commands(self, node: str) -> list[str]:
+        return [c.command for c in self.calls if c.node == node and c.method in ("run", "stream")]
+
+    def playbook_commands(self, node: str) -> list[str]:
+        return [c for c in self.commands(node) if MESH_MARK not in c and c != "true"]
+
+    def nodes_with(self, method: str) -> list[str]:
+        return sorted({c.node for c in self.calls if c.method == method}, key=lambda n: int(n[4:]))
+
+    # -- used by RecordingShell -----------------------------------------------------------------
+    def record(self, call: Call) -> None:
+        with self.lock:
+            self.calls.append(call)
+            for index, (trigger, error) in enumerate(self.faults):
+                if trigger(call):
+                    del self.faults[index]
+                    raise error
+
+    def answer(self, call: Call) -> CommandResult:
+        for trigger, code, stderr in self.exit_codes:
+            if trigger(call):
+                return CommandResult(call.node, code, "", stderr)
+        missing = PROBE.findall(call.command)
+        return CommandResult(call.node, 0, "".join(f"MISSING {m}\n" for m in missing), "")
+
+
+def fake_host_key(node: Node) -> str:
+    body = base64.b64encode(b"\x00\x00\x00\x0bssh-ed25519" + node.id.encode().ljust(32, b"\x00")).decode()
+    return f"ssh-ed25519 {body}"
+
+
+class RecordingShell:
+    def __init__(self, log: ShellLog) -> None:
+        self.log = log
+
+    def wait_ready(self, nodes: list[Node], timeout: float) -> None:
+        for node in nodes:
+            self.log.record(Call("wait_ready", node.name))
+
+    def scan_host_key(self, node: Node) -> str:
+        self.log.record(Call("scan_host_key", node.name))
+        return fake_host_key(node)
+
+    def run(self, nodes: list[Node], command: str) -> dict[str, CommandResult]:
+        results = {}
+        for node in nodes:
+            call = Call("run", node.name, command)
+            self.log.record(call)
+            results[node.name] = self.log.answer(call)
+        return results
+
+    def stream(self, nodes: list[Node], command: str, sink: Callable[[str, str], None]) -> dict[str, CommandResult]:
+        results = {}
+        for node in nodes:
+            call = Call("stream", node.name, command)
+            self.log.record(call)
+            results[node.name] = result = self.log.answer(call)
+            for line in result.stdout.splitlines():
+                sink(node.name, line)
+        return results
+
+    def put_files(self, node: Node, files: list[RemoteFile]) -> None:
+        for item in files:
+            self.log.record(Call("put_files", node.name, item.path))
+        with self.log.lock:
+            self.log.files.setdefault(node.name, []).extend(files)
+
+    def put(self, node: Node, local: Path, remote_path: str) -> None:
+        self.log.record(Call("put", node.name, remote_path))
+
+    def get(self, node: Node, remote_path: str, local: Path) -> None:
+        self.log.record(Call("get", node.name, remote_path))
+        local.parent.mkdir(parents=True, exist_ok=True)
+        local.write_text("")
+
+    def close(self) -> None:
+        self.log.closed += 1

@@ -1,0 +1,161 @@
+"""Faults during `xeoncluster up`: every mutating EC2 call failing once, Ctrl-C at every step, SSH
+failures, and --keep-on-failure. After a failure the CLI exits 1 (130 for Ctrl-C) with one line
+naming the failed step and the log, and nothing of the cluster is left in AWS."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from aws_helpers import live_state, nothing_left, own_images
+from provisioner.errors import RemoteError
+from recording_shell import MESH_MARK
+
+CONFIG = "placement_group: true\n"
+UP = ("up", "--name", "t1", "--nodes", "2")
+
+# Every mutating EC2 call of `up --nodes 2` (bake path, placement group), with the step it belongs to.
+UP_MUTATIONS = [
+    ("ImportKeyPair", 1, "prepare: key, network"),
+    ("CreateSecurityGroup", 1, "prepare: key, network"),
+    ("AuthorizeSecurityGroupIngress", 1, "prepare: key, network"),
+    ("CreatePlacementGroup", 1, "prepare: key, network"),
+    ("RunInstances", 1, "launch master"),
+    ("CreateImage", 1, "bake image"),
+    ("RunInstances", 2, "launch 1 worker(s)"),
+]
+
+
+@pytest.fixture
+def placement_config(xc_home):
+    Path("cluster.yaml").write_text(CONFIG)  # xc_home chdirs into the test's tmp_path
+
+
+def assert_rolled_back(run, step, ec2, aws, xc_home, code=1):
+    assert run.code == code, run.err
+    line = run.error
+    assert line.startswith(f"error: up failed at step '{step}': "), line
+    assert "everything it created was removed" in line
+    log = Path(line.split("log: ", 1)[1].split(" | ", 1)[0])
+    assert log.is_file() and f"step '{step}' failed" in log.read_text()
+    assert "Traceback" not in run.err
+    assert nothing_left(live_state(ec2, "t1"))
+    assert aws.placement_groups == {}
+    state = xc_home / "clusters" / "t1"
+    assert not (state / "state.json").exists() and not (state / "id_ed25519").exists()
+    assert [p.name for p in state.iterdir()] == ["logs"] or sorted(p.name for p in state.iterdir()) == ["lock", "logs"]
+
+
+def test_the_list_covers_every_mutating_call_of_up(xc, aws, placement_config):
+    assert xc(*UP).code == 0
+    seen = aws.mutating()
+    assert [(op, seen[:i + 1].count(op)) for i, op in enumerate(seen)] == [(op, n) for op, n, _ in UP_MUTATIONS]
+
+
+@pytest.mark.parametrize(("operation", "occurrence", "step"), UP_MUTATIONS,
+                         ids=[f"{op}-{n}" for op, n, _ in UP_MUTATIONS])
+def test_each_mutating_call_failing_once_rolls_back(xc, ec2, aws, xc_home, placement_config, operation, occurrence, step):
+    aws.fail(operation, "InvalidParameterValue", occurrence=occurrence)
+    run = xc(*UP)
+    assert_rolled_back(run, step, ec2, aws, xc_home)
+    assert "InvalidParameterValue" in run.error
+    if (operation, occurrence) in (("CreateImage", 1), ("RunInstances", 2)):  # the master was running
+        assert aws.mutating().count("TerminateInstances") == 1
+    # A completed bake is a cache, not a cluster resource: the retry reuses it instead of baking again.
+    assert len(own_images(ec2, "t1")) == (1 if (operation, occurrence) == ("RunInstances", 2) else 0)
+
+
+def interrupt_after(method_name, call=1):
+    """Patch provider.<method> so that its `call`-th use completes and then raises KeyboardInterrupt."""
+    def patch(provider):
+        real = getattr(provider, method_name)
+        seen = []
+
+        def wrapper(*args, **kwargs):
+            result = real(*args, **kwargs)
+            seen.append(1)
+            if len(seen) == call:
+                raise KeyboardInterrupt
+            return result
+        setattr(provider, method_name, wrapper)
+    return patch
+
+
+INTERRUPTS = [
+    ("prepare: key, network", "provider", interrupt_after("prepare"), 0),
+    ("image: bake", "reporter", "no image for key", 0),
+    ("launch master", "provider", interrupt_after("launch", 1), 0),
+    ("configure nodes (playbooks)", "shell", lambda c: c.method == "run" and "pip install" in c.command, 0),
+    ("bake image", "provider", interrupt_after("bake"), 1),
+    ("launch 1 worker(s)", "provider", interrupt_after("launch", 2), 1),
+    ("launch 1 worker(s)", "shell", lambda c: c.method == "wait_ready" and c.node == "node1", 1),
+    ("write ssh config and hostfile on the master", "shell", lambda c: c.method == "put_files", 1),
+    ("check the master reaches every node", "shell", lambda c: MESH_MARK in c.command, 1),
+]
+
+
+@pytest.mark.parametrize(("step", "where", "how", "images"), INTERRUPTS,
+                         ids=[f"{i}-{s.split()[0]}-{w}" for i, (s, w, _, _) in enumerate(INTERRUPTS)])
+def test_ctrl_c_at_each_step_exits_130_and_leaves_nothing(xc, shell, ec2, aws, xc_home, monkeypatch,
+                                                          step, where, how, images):
+    if where == "provider":
+        xc.patch_provider = how
+    elif where == "shell":
+        shell.raise_when(how, KeyboardInterrupt())
+    else:
+        from provisioner.progress import Reporter
+        real = Reporter.detail
+
+        def detail(self, message):
+            real(self, message)
+            if message.startswith(how):
+                raise KeyboardInterrupt
+        monkeypatch.setattr(Reporter, "detail", detail)
+    run = xc(*UP)
+    assert_rolled_back(run, step, ec2, aws, xc_home, code=130)
+    assert "interrupted (Ctrl-C)" in run.error
+    assert len(own_images(ec2, "t1")) == images
+
+
+def test_ctrl_c_during_preflight_exits_130_and_creates_nothing(xc, ec2, aws, xc_home):
+    aws.fail("DescribeInstanceTypes", KeyboardInterrupt())
+    run = xc(*UP)
+    assert run.code == 130 and run.error == "aborted"  # click turns Ctrl-C outside a step into Abort
+    assert aws.mutating(service=None) == []
+    assert list(xc_home.glob("clusters/*")) == []
+
+
+def test_ssh_failure_in_the_playbook_rolls_back(xc, shell, ec2, aws, xc_home):
+    shell.raise_when(lambda c: c.method == "run" and "python3 -m venv" in c.command,
+                     RemoteError("node0 (54.0.0.1) is unreachable over SSH: Connection reset by peer"))
+    run = xc(*UP)
+    assert_rolled_back(run, "configure nodes (playbooks)", ec2, aws, xc_home)
+    assert "node0 (54.0.0.1) is unreachable over SSH" in run.error
+    assert aws.mutating().count("TerminateInstances") == 1
+    assert "CreateImage" not in aws.mutating()
+
+
+def test_failing_playbook_command_rolls_back(xc, shell, ec2, aws, xc_home):
+    shell.exit_with(lambda c: "pip install" in c.command, 1, "ERROR: No matching distribution found for torch==2.13.0")
+    run = xc(*UP)
+    assert_rolled_back(run, "configure nodes (playbooks)", ec2, aws, xc_home)
+    assert "failed on node0 (exit 1): ERROR: No matching distribution found for torch==2.13.0" in run.error
+
+
+def test_keep_on_failure_keeps_everything_and_says_how_to_remove_it(xc, shell, ec2, aws, xc_home):
+    shell.exit_with(lambda c: MESH_MARK in c.command, 255, "ssh: connect to host node1 port 22: Connection timed out")
+    run = xc(*UP, "--keep-on-failure")
+    assert run.code == 1
+    line = run.error
+    assert line.startswith("error: up failed at step 'check the master reaches every node': ")
+    assert "resources were kept" in line and "hint: inspect them, then run `xeoncluster down --name t1`" in line
+    assert "log: " in line
+    assert "TerminateInstances" not in aws.mutating()
+    kept = live_state(ec2, "t1")
+    assert len(kept["instances"]) == 2 and kept["security_groups"] and kept["key_pairs"]
+    assert json.loads((xc_home / "clusters" / "t1" / "state.json").read_text())["status"] == "failed"
+
+    down = xc("down", "--name", "t1")
+    assert down.code == 0, down.err
+    assert nothing_left(live_state(ec2, "t1"))

@@ -1,0 +1,251 @@
+"""`xeoncluster up / status / down` through the real CLI entry point, under moto.
+
+The SSH side is a RecordingShell (recording_shell.py): these tests assert what moto holds and what
+each node was sent over the seam. No test opens a connection to an address moto hands out (the
+autouse socket guard in conftest.py fails any non-loopback connection).
+"""
+from __future__ import annotations
+
+import json
+import stat
+
+import pytest
+
+from aws_helpers import (CALLER_IP, UBUNTU_AMI, live_state, nothing_left, own_images, seed_cached_image,
+                         stock_image_key)
+from provisioner.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY, TAG_ROLE
+from recording_shell import MESH_MARK
+
+SIZES = [1, 4, 64]
+
+
+def tags(resource):
+    return {t["Key"]: t["Value"] for t in resource.get("Tags", [])}
+
+
+def instances(ec2, name="t1"):
+    reservations = ec2.describe_instances(Filters=[{"Name": f"tag:{TAG_CLUSTER}", "Values": [name]}])["Reservations"]
+    return [i for r in reservations for i in r["Instances"] if i["State"]["Name"] != "terminated"]
+
+
+def names(count):
+    return [f"node{i}" for i in range(count)]
+
+
+def assert_aws_holds_a_secure_cluster(ec2, count, master_image, worker_image):
+    """The rules, IMDSv2, encryption and tags, as moto holds them."""
+    group = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": ["xeoncluster-t1"]}])["SecurityGroups"][0]
+    assert tags(group)[TAG_CLUSTER] == "t1"
+    rules = group["IpPermissions"]
+    assert len(rules) == 2
+    self_rule = next(r for r in rules if r["IpProtocol"] == "-1")
+    assert [p["GroupId"] for p in self_rule["UserIdGroupPairs"]] == [group["GroupId"]] and not self_rule["IpRanges"]
+    ssh = next(r for r in rules if r["IpProtocol"] == "tcp")
+    assert (ssh["FromPort"], ssh["ToPort"], [r["CidrIp"] for r in ssh["IpRanges"]]) == (22, 22, [f"{CALLER_IP}/32"])
+    key = ec2.describe_key_pairs(KeyNames=["xeoncluster-t1"])["KeyPairs"][0]
+    assert tags(key)[TAG_CLUSTER] == "t1"
+
+    raw = instances(ec2)
+    assert len(raw) == count
+    volumes = []
+    for inst in raw:
+        assert inst["State"]["Name"] == "running"
+        assert inst["MetadataOptions"]["HttpTokens"] == "required"
+        assert [g["GroupId"] for g in inst["NetworkInterfaces"][0]["Groups"]] == [group["GroupId"]]
+        assert tags(inst)[TAG_CLUSTER] == "t1"
+        expected = master_image if tags(inst)[TAG_ROLE] == "master" else worker_image
+        assert inst["ImageId"] == expected
+        volumes += [m["Ebs"]["VolumeId"] for m in inst["BlockDeviceMappings"]]
+    assert sorted(tags(i)[TAG_ROLE] for i in raw) == ["master"] + ["worker"] * (count - 1)
+    for volume in ec2.describe_volumes(VolumeIds=volumes)["Volumes"]:
+        assert volume["Encrypted"] is True and tags(volume)[TAG_CLUSTER] == "t1"
+
+
+def assert_master_files(shell, xc_home, count):
+    """~/.ssh/config, ~/hosts and the cluster key go to the master only; the key with mode 0600."""
+    assert list(shell.files) == ["node0"]
+    files = {f.path: f for f in shell.files["node0"]}
+    assert set(files) == {".ssh/id_ed25519", ".ssh/config", ".ssh/known_hosts", "hosts"}
+    state = xc_home / "clusters" / "t1"
+    assert files[".ssh/id_ed25519"].text == (state / "id_ed25519").read_text()
+    assert files[".ssh/id_ed25519"].mode == 0o600 and files[".ssh/config"].mode == 0o600
+    assert files["hosts"].text.split() == names(count)
+    for name in names(count):
+        assert f"Host {name}\n" in files[".ssh/config"].text
+        assert files[".ssh/known_hosts"].text.count(f"{name},") == 1
+    assert stat.S_IMODE((state / "id_ed25519").stat().st_mode) == 0o600
+
+
+def assert_mesh_checked_from_the_master(shell, count):
+    mesh = [c for c in shell.commands("node0") if MESH_MARK in c]
+    if count == 1:
+        assert mesh == []
+        return
+    assert len(mesh) == 1
+    for name in names(count):
+        assert f" {name} true" in mesh[0]
+    assert all(MESH_MARK not in c for n in names(count)[1:] for c in shell.commands(n))
+
+
+@pytest.mark.parametrize("count", SIZES)
+def test_up_that_bakes_then_status_then_down(xc, shell, ec2, aws, xc_home, count):
+    run = xc("up", "--name", "t1", "--nodes", str(count))
+    assert run.code == 0, run.err
+    baked = own_images(ec2, "t1")
+    assert len(baked) == 1 and tags(baked[0])[TAG_IMAGE_KEY] == stock_image_key()
+    assert f"cluster 't1' is up: {count} node(s)" in run.out and f"baked image {baked[0]['ImageId']}" in run.out
+    assert_aws_holds_a_secure_cluster(ec2, count, master_image=UBUNTU_AMI, worker_image=baked[0]["ImageId"])
+    assert aws.mutating() == ["ImportKeyPair", "CreateSecurityGroup", "AuthorizeSecurityGroupIngress",
+                              "RunInstances", "CreateImage"] + (["RunInstances"] if count > 1 else [])
+
+    # The playbooks ran on the master (before the bake) and on no other node.
+    steps = shell.playbook_commands("node0")
+    for fragment in ("apt-get install -y -qq libgoogle-perftools4 numactl python3-venv lscpu",
+                     "/usr/bin/python3 -m venv ~/venv", "pip install", "torch==2.13.0", "mpiexec.hydra --version"):
+        assert any(fragment in c for c in steps), fragment
+    assert all(shell.playbook_commands(n) == [] for n in names(count)[1:])
+    assert shell.nodes_with("wait_ready") == names(count) == shell.nodes_with("scan_host_key")
+    assert_master_files(shell, xc_home, count)
+    assert_mesh_checked_from_the_master(shell, count)
+    known = (xc_home / "clusters" / "t1" / "known_hosts").read_text().splitlines()
+    assert [line.split(",")[0] for line in known] == names(count)
+    assert json.loads((xc_home / "clusters" / "t1" / "state.json").read_text())["status"] == "ready"
+
+    status = xc("status", "--name", "t1", "--json")
+    assert status.code == 0, status.err
+    rows = json.loads(status.out)["nodes"]
+    assert [r["name"] for r in rows] == names(count)
+    for row in rows:
+        assert (row["state"], row["market"], row["instance_type"], row["answers"]) == ("running", "spot", "c7i.2xlarge", True)
+        assert row["zone"] == "us-east-1a" and row["private_ip"] and row["ssh_host"]
+        assert row["price_per_hour"] == 0.00001  # moto's spot price for that zone
+    assert {c.node for c in shell.calls if c.command == "true"} == set(names(count))
+
+    down = xc("down", "--name", "t1")
+    assert down.code == 0, down.err
+    assert "removed instances: " in down.out and "removed key_pair: xeoncluster-t1" in down.out
+    assert nothing_left(live_state(ec2, "t1"))
+    assert not (xc_home / "clusters" / "t1").exists()
+    assert len(own_images(ec2, "t1")) == 1  # images are a cache: `down --purge-images` removes them
+
+
+@pytest.mark.parametrize("count", SIZES)
+def test_up_with_a_cached_image(xc, shell, ec2, aws, xc_home, count):
+    image = seed_cached_image(ec2, stock_image_key())
+    aws.clear()
+    run = xc("up", "--name", "t1", "--nodes", str(count))
+    assert run.code == 0, run.err
+    assert f"reusing image {image}" in run.out
+    assert_aws_holds_a_secure_cluster(ec2, count, master_image=image, worker_image=image)
+    assert "CreateImage" not in aws.mutating()
+    assert aws.mutating().count("RunInstances") == (1 if count == 1 else 2)
+    # No playbook ran anywhere: the image already holds the stack.
+    assert all(shell.playbook_commands(n) == [] for n in names(count))
+    assert_master_files(shell, xc_home, count)
+    assert_mesh_checked_from_the_master(shell, count)
+    assert xc("down", "--name", "t1").code == 0
+    assert nothing_left(live_state(ec2, "t1"))
+
+
+def test_status_table_shows_state_market_zone_addresses_and_price(xc, shell, ec2):
+    assert xc("up", "--name", "t1", "--nodes", "2").code == 0
+    shell.exit_with(lambda c: c.node == "node1" and c.command == "true", 255, "Connection refused")
+    run = xc("status", "--name", "t1")
+    assert run.code == 0, run.err
+    header = next(line for line in run.out.splitlines() if "node" in line and "market" in line)
+    for column in ("state", "ssh", "address", "private ip", "market", "zone", "type", "$/h"):
+        assert column in header
+    rows = {line.split()[1]: line for line in run.out.splitlines() if line.split()[1:2] in (["node0"], ["node1"])}
+    nodes = {n["name"]: n for n in json.loads(xc("status", "--name", "t1", "--json").out)["nodes"]}
+    for name, line in rows.items():
+        for value in (nodes[name]["ssh_host"], nodes[name]["private_ip"], "spot", "us-east-1a", "c7i.2xlarge",
+                      "running", "0.000"):
+            assert value in line, (value, line)
+    assert " up " in rows["node0"] and "DOWN (Connection refused)" in rows["node1"]
+
+
+def test_status_prices_on_demand_nodes_from_the_catalog(xc, ec2):
+    assert xc("up", "--name", "t1", "--nodes", "1", "--market", "on-demand").code == 0
+    nodes = json.loads(xc("status", "--name", "t1", "--json").out)["nodes"]
+    assert [(n["market"], n["price_per_hour"]) for n in nodes] == [("on-demand", 0.357)]  # catalog: moto has no Pricing API
+
+
+def test_second_up_reuses_the_image_the_first_baked(xc, shell, ec2, aws):
+    assert xc("up", "--name", "t1", "--nodes", "1").code == 0
+    assert xc("down", "--name", "t1").code == 0
+    baked = own_images(ec2, "t1")[0]["ImageId"]
+    shell.calls.clear()
+    aws.clear()
+    run = xc("up", "--name", "t1", "--nodes", "2")
+    assert run.code == 0, run.err
+    assert f"reusing image {baked}" in run.out
+    assert "CreateImage" not in aws.mutating()
+    assert all(shell.playbook_commands(n) == [] for n in names(2))
+
+
+def test_up_twice_is_a_no_op(xc, ec2, aws):
+    assert xc("up", "--name", "t1", "--nodes", "1").code == 0
+    aws.clear()
+    again = xc("up", "--name", "t1", "--nodes", "1")
+    assert again.code == 0 and "already up; nothing to do" in again.err
+    assert aws.mutating(service=None) == []
+
+
+# -- down --------------------------------------------------------------------------------------------
+def test_down_by_tag_with_the_state_folder_deleted(xc, ec2, xc_home):
+    import shutil
+
+    assert xc("up", "--name", "t1", "--nodes", "3").code == 0
+    shutil.rmtree(xc_home / "clusters" / "t1")
+    run = xc("down", "--name", "t1")
+    assert run.code == 0, run.err
+    removed = next(line for line in run.out.splitlines() if line.startswith("removed instances: "))
+    assert len(removed.split(": ", 1)[1].split(", ")) == 3
+    assert "removed security_group: sg-" in run.out and "removed key_pair: xeoncluster-t1" in run.out
+    assert nothing_left(live_state(ec2, "t1"))
+    assert not (xc_home / "clusters" / "t1").exists()
+
+
+def test_down_purge_images_removes_the_clusters_images_and_snapshots(xc, ec2):
+    other = seed_cached_image(ec2, "0" * 64, baked_by="someone-else")
+    assert xc("up", "--name", "t1", "--nodes", "1").code == 0
+    image = own_images(ec2, "t1")[0]
+    snapshots = [m["Ebs"]["SnapshotId"] for m in image["BlockDeviceMappings"] if "Ebs" in m]
+    assert snapshots
+    run = xc("down", "--name", "t1", "--purge-images")
+    assert run.code == 0, run.err
+    assert f"removed image: {image['ImageId']}" in run.out and f"removed snapshot: {snapshots[0]}" in run.out
+    assert own_images(ec2, "t1") == []
+    left = {s["SnapshotId"] for s in ec2.describe_snapshots(OwnerIds=["self"])["Snapshots"]}
+    assert not left & set(snapshots)
+    assert [i["ImageId"] for i in own_images(ec2)] == [other]  # another cluster's image is not touched
+    assert nothing_left(live_state(ec2, "t1"))
+
+
+def test_down_twice_is_fine(xc, ec2):
+    assert xc("up", "--name", "t1", "--nodes", "1").code == 0
+    assert xc("down", "--name", "t1").code == 0
+    again = xc("down", "--name", "t1")
+    assert again.code == 0, again.err
+    assert "nothing to remove for 't1'" in again.out
+    never = xc("down", "--name", "never-existed")
+    assert never.code == 0 and "nothing to remove" in never.out
+
+
+def test_images_build_bakes_without_keeping_a_cluster_and_up_reuses_it(xc, shell, ec2, aws, xc_home):
+    run = xc("images", "--name", "t1", "build")
+    assert run.code == 0, run.err
+    [image] = own_images(ec2, "t1-bake")
+    assert f"baked image {image['ImageId']}" in run.out
+    assert nothing_left(live_state(ec2, "t1-bake"))
+    assert list(xc_home.glob("clusters/*/state.json")) == []
+    listed = xc("images")
+    assert listed.code == 0 and image["ImageId"] in listed.out and "t1-bake" in listed.out
+    shell.calls.clear()
+    up = xc("up", "--name", "t1", "--nodes", "2")
+    assert up.code == 0 and f"reusing image {image['ImageId']}" in up.out
+    assert all(shell.playbook_commands(n) == [] for n in names(2))
+    removed = xc("images", "rm", image["ImageId"])
+    assert removed.code == 0 and f"removed image: {image['ImageId']}" in removed.out
+    missing = xc("images", "rm", image["ImageId"])
+    assert missing.code == 2 and missing.error.startswith(f"error: no image '{image['ImageId']}'")
