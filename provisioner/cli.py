@@ -81,24 +81,39 @@ def make_session(config: ClusterConfig) -> lifecycle.Session:
     return session
 
 
+def launch_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The cluster-shape options `up` and `plan` share; they arrive in **opts as config overrides."""
+    options = [
+        click.option("--nodes", type=int, help="total number of nodes, master included (1-256)"),
+        click.option("--image", help="auto (bake once, then reuse), none (configure every node), or an image id"),
+        click.option("--stack", type=click.Choice(["stock", "intel"]), help="software stack from ami/stacks.yaml"),
+        click.option("--market", type=click.Choice(["spot", "on-demand"]), help="AWS purchasing option"),
+        click.option("--instance-type", "instance_types", multiple=True,
+                     help="instance type; repeat for fallbacks"),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def launch_overrides(opts: dict[str, Any]) -> dict[str, Any]:
+    overrides = {key: opts.pop(key, None) for key in ("nodes", "image", "stack", "market")}
+    overrides["instance_types"] = list(opts.pop("instance_types", ())) or None
+    return overrides
+
+
 @cli.command(context_settings=CONTEXT)
 @cluster_options
-@click.option("--nodes", type=int, help="total number of nodes, master included (1-256)")
-@click.option("--image", help="auto (bake once, then reuse), none (configure every node), or an image id")
-@click.option("--stack", type=click.Choice(["stock", "intel"]), help="software stack from ami/stacks.yaml")
-@click.option("--market", type=click.Choice(["spot", "on-demand"]), help="AWS purchasing option")
-@click.option("--instance-type", "instance_types", multiple=True, help="instance type; repeat for fallbacks")
+@launch_options
 @click.option("--keep-on-failure", is_flag=True, help="keep what a failed up created, for inspection")
 @click.pass_context
-def up(ctx: click.Context, nodes: int | None, image: str | None, stack: str | None, market: str | None,
-       instance_types: tuple[str, ...], keep_on_failure: bool, **opts: Any) -> None:
+def up(ctx: click.Context, keep_on_failure: bool, **opts: Any) -> None:
     """Create the cluster: key, network, image (baked once, then reused), nodes, ssh config, hostfile.
 
     If any step fails or you press Ctrl-C, everything this run created is removed again
     (unless --keep-on-failure) and the failed step and its log are named.
     """
-    overrides = {"nodes": nodes, "image": image, "stack": stack, "market": market,
-                 "instance_types": list(instance_types) or None}
+    overrides = launch_overrides(opts)
     session = make_session(resolve_config(ctx, opts, overrides))
     result = lifecycle.up(session, keep_on_failure=keep_on_failure)
     render.up_result(session, result)
@@ -203,21 +218,15 @@ def images_rm(ctx: click.Context, image_id: str) -> None:
 
 @cli.command(context_settings=CONTEXT)
 @cluster_options
-@click.option("--nodes", type=int, help="total number of nodes, master included (1-256)")
-@click.option("--image", help="auto, none, or an image id")
-@click.option("--stack", type=click.Choice(["stock", "intel"]), help="software stack from ami/stacks.yaml")
-@click.option("--market", type=click.Choice(["spot", "on-demand"]), help="AWS purchasing option")
-@click.option("--instance-type", "instance_types", multiple=True, help="instance type; repeat for fallbacks")
+@launch_options
 @click.option("--json", "as_json", is_flag=True, help="print the plan as JSON")
 @click.pass_context
-def plan(ctx: click.Context, nodes: int | None, image: str | None, stack: str | None, market: str | None,
-         instance_types: tuple[str, ...], as_json: bool, **opts: Any) -> None:
+def plan(ctx: click.Context, as_json: bool, **opts: Any) -> None:
     """Show what `up` would create, which image and stack it would use, and the estimated $/hour.
 
     Makes only read-only calls; creates nothing.
     """
-    overrides = {"nodes": nodes, "image": image, "stack": stack, "market": market,
-                 "instance_types": list(instance_types) or None}
+    overrides = launch_overrides(opts)
     session = make_session(resolve_config(ctx, opts, overrides))
     result = lifecycle.plan(session)
     if as_json:

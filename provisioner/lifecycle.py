@@ -190,8 +190,9 @@ def _up_steps(session: Session, record: ClusterRecord, initial: ImageChoice,
     if cfg.nodes > 1 and choice[0].action != "none":
         yield f"launch {cfg.nodes - 1} worker(s)", workers
     yield "write ssh config and hostfile on the master", cluster_files_step
-    if cfg.nodes > 1:
-        yield "check the master reaches every node", lambda: _check_mesh(session, record.node_list(), shell)
+    # Itself included: this proves the key, config and pinned keys written on the master work,
+    # which matters even on one node (Hydra falls back to ssh when it can't tell a host is local).
+    yield "check the master reaches every node by name", lambda: _check_mesh(session, record.node_list(), shell)
 
 
 def _image_dict(image: "Image") -> dict[str, object]:

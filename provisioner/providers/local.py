@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,8 +154,11 @@ class LocalProvider:
                                      ip, cluster.local.subnet)
         self._write_hosts(cluster.name)
         lower = self._image_home(image) if image else self.empty_lower
-        for index, (name, ip) in enumerate(zip(names, ips), start=first_index):
-            self._start_node(cluster, name, ip, lower, role, index)
+        with ThreadPoolExecutor(max_workers=min(16, count)) as pool:
+            starts = [pool.submit(self._start_node, cluster, name, ip, lower, role, index)
+                      for index, (name, ip) in enumerate(zip(names, ips), start=first_index)]
+        for start in starts:
+            start.result()
         return [self._node(cluster.name, name, ip) for name, ip in zip(names, ips)]
 
     def _start_node(self, cluster: "ClusterConfig", name: str, ip: str, lower: Path, role: str, index: int) -> None:

@@ -91,7 +91,7 @@ INTERRUPTS = [
     ("launch 1 worker(s)", "provider", interrupt_after("launch", 2), 1),
     ("launch 1 worker(s)", "shell", lambda c: c.method == "wait_ready" and c.node == "node1", 1),
     ("write ssh config and hostfile on the master", "shell", lambda c: c.method == "put_files", 1),
-    ("check the master reaches every node", "shell", lambda c: MESH_MARK in c.command, 1),
+    ("check the master reaches every node by name", "shell", lambda c: MESH_MARK in c.command, 1),
 ]
 
 
@@ -148,7 +148,7 @@ def test_keep_on_failure_keeps_everything_and_says_how_to_remove_it(xc, shell, e
     run = xc(*UP, "--keep-on-failure")
     assert run.code == 1
     line = run.error
-    assert line.startswith("error: up failed at step 'check the master reaches every node': ")
+    assert line.startswith("error: up failed at step 'check the master reaches every node by name': ")
     assert "resources were kept" in line and "hint: inspect them, then run `xeoncluster down --name t1`" in line
     assert "log: " in line
     assert "TerminateInstances" not in aws.mutating()
