@@ -65,7 +65,22 @@ def resolve_config(ctx: click.Context, local: dict[str, Any], overrides: dict[st
         path = default_config_path()
     values = {key: merged.get(key) for key in ("name", "provider", "region", "profile")}
     values.update(overrides or {})
-    return load_config(path, values)
+    config = load_config(path, values)
+    if ctx.info_name in ("up", "plan"):
+        return config
+    return recorded_config(config.name, values) or config
+
+
+def recorded_config(name: str, overrides: dict[str, Any]) -> ClusterConfig | None:
+    """An existing cluster keeps the config it was created with (provider included), so
+    `status`/`exec`/`train`/`down` need only --name; explicit flags still win."""
+    try:
+        record = StateDir(name).load()
+    except XeonClusterError:
+        return None  # a corrupt state file must not stop `down`
+    if record is None:
+        return None
+    return load_config(None, {**record.config, **{k: v for k, v in overrides.items() if v is not None}})
 
 
 def make_session(config: ClusterConfig) -> lifecycle.Session:

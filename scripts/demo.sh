@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
 name=${XEONCLUSTER_DEMO_NAME:-demo}
-trap 'xeoncluster down --provider local --name "$name"' EXIT
+trap 'xeoncluster down --name "$name"' EXIT
 xeoncluster up --provider local --nodes 2 --name "$name"
-xeoncluster exec --provider local --name "$name" -- hostname
-xeoncluster train squad --provider local --name "$name" --demo
+xeoncluster exec --name "$name" -- hostname
+xeoncluster train squad --name "$name" --demo

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from provisioner.state import StateDir
 from tests.e2e.conftest import LocalEnv, leftovers
@@ -192,3 +193,14 @@ def test_failed_step_is_named_and_rolled_back(local_env: LocalEnv, warm_image: s
     assert "log: " in line
     assert "wheelhouse" in line
     assert leftovers(local_env, name)["namespaces"] == []
+
+
+def test_commands_on_an_existing_cluster_need_only_its_name(local_env: LocalEnv, cluster3: str,
+                                                            tmp_path: Path) -> None:
+    """No --config/--provider: the cluster's recorded config (provider local) is used, not the aws default."""
+    from tests.conftest import run_cli
+
+    result = run_cli(["status", "--name", cluster3, "--json"], local_env.home, cwd=tmp_path)
+    assert result.code == 0, result.err
+    data = json.loads(result.out)
+    assert data["provider"] == "local" and len(data["nodes"]) == 3
