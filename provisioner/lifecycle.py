@@ -266,13 +266,23 @@ def _write_cluster_files(session: Session, nodes: list[Node], shell: NodeShell) 
     atomic_write(session.state.hostfile, cluster_files.hostfile(nodes), 0o644)
 
 
+def mesh_command(nodes: list[Node]) -> str:
+    """One parallel ssh per node; each failure prints its node (a bare `wait` would hide them)."""
+    names = " ".join(shlex.quote(n.name) for n in nodes)
+    return (f"for h in {names}; do (ssh -o BatchMode=yes -o ConnectTimeout=10 \"$h\" true >/dev/null 2>&1 "
+            f"|| echo \"{UNREACHABLE} $h\") & done; wait")
+
+
+UNREACHABLE = "xeoncluster-unreachable"
+
+
 def _check_mesh(session: Session, nodes: list[Node], shell: NodeShell) -> None:
-    probes = " & ".join(f"ssh -o BatchMode=yes -o ConnectTimeout=10 {n.name} true" for n in nodes)
-    result = shell.run([nodes[0]], f"set -e; {probes} & wait")
-    master = result[nodes[0].name]
-    if not master.ok:
-        raise XeonClusterError(f"the master cannot reach every node by name: {master.last_line()}",
-                               log=session.reporter.log_path)
+    result = shell.run([nodes[0]], mesh_command(nodes))[nodes[0].name]
+    failed = sorted(line.split()[1] for line in result.stdout.splitlines() if line.startswith(UNREACHABLE))
+    if failed or not result.ok:
+        detail = ", ".join(failed) if failed else result.last_line()
+        raise XeonClusterError(f"the master cannot reach {detail} by name over SSH",
+                               hint="check the nodes' security group / network", log=session.reporter.log_path)
 
 
 def _rollback(session: Session, step: str, exc: BaseException, keep: bool) -> XeonClusterError:

@@ -21,6 +21,7 @@ from .stacks import Stack, get_stack
 from .topology import CpuTopology, RankPlan, mpirun_command, parse_probe, plan_ranks, probe_command, render_command
 
 TASKS = ("squad", "glue")
+LAUNCHER_ENV = "I_MPI_HYDRA_BRANCH_COUNT=-1"
 DEFAULT_MODEL = "distilbert-base-uncased"
 DEFAULT_DATASETS = {"squad": "squad", "glue": "glue"}
 
@@ -58,7 +59,9 @@ class LaunchPlan:
     notes: tuple[str, ...] = ()
 
     def command(self) -> str:
-        return render_command(self.argv)
+        # Only the master holds the cluster key, so Hydra must start every proxy itself rather
+        # than through its launch tree (which it uses on large clusters by default).
+        return f"{LAUNCHER_ENV} {render_command(self.argv)}"
 
     def to_dict(self) -> dict[str, object]:
         return {"run": self.run, "nodes": [n.name for n in self.nodes], "world_size": self.ranks.world_size,

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from . import distributed
-from .checkpoints import checkpoint_step, last_complete_checkpoint
+from .checkpoints import agreed_checkpoint, checkpoint_step
 from .config import RunConfig
 from .demo_assets import ensure_demo_assets
 from .errors import TrainingError
@@ -132,7 +132,7 @@ def _train(
     before = task.evaluate(trainer, raw, features) if config.tunables.eval_before else None
     if before is not None:
         _say(info, f"eval before training: {_format(before)}")
-    checkpoint = last_complete_checkpoint(config.output_dir) if config.resume else None
+    checkpoint = agreed_checkpoint(config.output_dir) if config.resume else None
     resumed_step = checkpoint_step(checkpoint) if checkpoint else None
     if config.resume:
         _say(info, f"resuming from {checkpoint}" if checkpoint else "no checkpoint to resume; starting fresh")

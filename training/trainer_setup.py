@@ -29,6 +29,8 @@ def training_arguments(config: RunConfig, plan: StackPlan, precision: str) -> An
         "save_strategy": "steps" if config.save_steps else "no",
         "save_steps": config.save_steps or 500,
         "save_total_limit": 2,
+        # Every node needs the checkpoint to resume from: nodes don't share a filesystem.
+        "save_on_each_node": True,
         "logging_steps": DEFAULT_LOGGING_STEPS,
         "eval_strategy": "no",
         "report_to": "none",

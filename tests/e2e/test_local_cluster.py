@@ -147,17 +147,29 @@ def test_down_finds_leftovers_without_state(local_env: LocalEnv, warm_image: str
 
 
 def test_bridge_removed_when_last_cluster_goes(local_env: LocalEnv, warm_image: str) -> None:
+    """Two clusters on their own subnet share its bridge; it goes only with the last of them."""
     from provisioner.providers.local_net import bridge_name
-    from tests.e2e.conftest import SUBNET
+    from tests.conftest import run_cli
 
-    clusters = [p.parent.name for p in (local_env.home / "clusters").glob("*/state.json")]
-    if clusters:
-        return  # another module's cluster still uses the bridge; this is checked when it goes
-    local_env.ok("up", "--name", "e2ebr", "--nodes", "1")
-    bridge = bridge_name(SUBNET)
-    assert subprocess.run(["ip", "link", "show", bridge], capture_output=True).returncode == 0
-    local_env.ok("down", "--name", "e2ebr")
-    assert subprocess.run(["ip", "link", "show", bridge], capture_output=True).returncode != 0
+    subnet = "10.217.0.0/24"
+    config = local_env.base / "own-subnet.yaml"
+    config.write_text(f"provider: local\nlocal:\n  subnet: {subnet}\n  root: {local_env.root}\n")
+    bridge = bridge_name(subnet)
+
+    def cli(*args: str) -> None:
+        result = run_cli(["--config", str(config), *args], local_env.home, cwd=local_env.base)
+        assert result.code == 0, result.err
+
+    def bridge_exists() -> bool:
+        return subprocess.run(["ip", "link", "show", bridge], capture_output=True).returncode == 0
+
+    cli("up", "--name", "e2ebr1", "--nodes", "1")
+    cli("up", "--name", "e2ebr2", "--nodes", "1")
+    assert bridge_exists()
+    cli("down", "--name", "e2ebr1")
+    assert bridge_exists(), "e2ebr2 still uses the bridge"
+    cli("down", "--name", "e2ebr2")
+    assert not bridge_exists()
 
 
 def test_ctrl_c_during_up_removes_what_it_created(local_env: LocalEnv, warm_image: str) -> None:

@@ -116,3 +116,27 @@ def test_failed_rank_is_named(local_env: LocalEnv, cluster2: str) -> None:
     line = err.strip().splitlines()[-1]
     assert "rank 1" in line and "node1" in line
     assert f"log: {log}" in line
+
+
+def test_resume_across_nodes_continues_from_the_checkpoint(local_env: LocalEnv, cluster2: str) -> None:
+    """Kill a 2-node run after its first checkpoint; `--resume` continues from it, not from step 0."""
+    args = ["train", "squad", "--name", cluster2, "--demo", "--run", "squad-resume", "--",
+            "--max-steps", "160", "--save-steps", "40", "--no-eval-before"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "provisioner.cli", "--config", str(local_env.config), *args],
+        env={**os.environ, "XEONCLUSTER_HOME": str(local_env.home)}, cwd=local_env.base,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    checkpoints = [local_env.root / "clusters" / cluster2 / node / "upper" / "xeoncluster" / "runs" / "squad-resume"
+                   / "checkpoint-40" / "trainer_state.json" for node in ("node0", "node1")]
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not all(p.exists() for p in checkpoints) and proc.poll() is None:
+        time.sleep(0.2)
+    assert all(p.exists() for p in checkpoints), "each node must hold its own checkpoint"
+    for pid in rank_processes(rank=1):
+        os.kill(pid, signal.SIGKILL)
+    proc.communicate(timeout=300)
+    assert proc.returncode != 0
+    local_env.ok(*args[:args.index("--")], "--resume", *args[args.index("--"):], timeout=900)
+    metrics = json.loads((run_dir(local_env, cluster2, "squad-resume") / "metrics.json").read_text())
+    assert metrics["resumed_from_step"] >= 40
+    assert metrics["global_steps"] == 160
