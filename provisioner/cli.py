@@ -1,7 +1,6 @@
 """The `xeoncluster` command line: parse arguments, call the lifecycle, render the result."""
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
@@ -11,13 +10,14 @@ from typing import Any, Callable
 
 import click
 
-from . import lifecycle, render
+from . import lifecycle, queries, render
 from . import train as train_mod
 from .stacks import get_stack
 from .config import ClusterConfig, default_config_path, load_config
 from .errors import ConfigError, XeonClusterError
 from .progress import Reporter
 from .providers import make_provider
+from .session import Session
 from .state import StateDir
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -83,13 +83,13 @@ def recorded_config(name: str, overrides: dict[str, Any]) -> ClusterConfig | Non
     return load_config(None, {**record.config, **{k: v for k, v in overrides.items() if v is not None}})
 
 
-def make_session(config: ClusterConfig) -> lifecycle.Session:
+def make_session(config: ClusterConfig) -> Session:
     """Tests inject a provider or SSH stand-in through click's context object (`obj=`)."""
     ctx = click.get_current_context(silent=True)
     obj = ctx.find_root().obj if ctx is not None and ctx.find_root().obj else {}
     reporter = Reporter()
     provider_factory = obj.get("provider_factory", make_provider)
-    session = lifecycle.Session(config=config, state=StateDir(config.name),
+    session = Session(config=config, state=StateDir(config.name),
                                 provider=provider_factory(config, reporter.info), reporter=reporter)
     if obj.get("shell_factory") is not None:
         session.shell_factory = obj["shell_factory"]
@@ -153,7 +153,7 @@ def down(ctx: click.Context, purge_images: bool, **opts: Any) -> None:
 def status(ctx: click.Context, as_json: bool, **opts: Any) -> None:
     """Show each node, its address and whether it answers over SSH."""
     session = make_session(resolve_config(ctx, opts))
-    rows = lifecycle.status(session)
+    rows = queries.status(session)
     if as_json:
         click.echo(json.dumps({"cluster": session.config.name, "provider": session.config.provider,
                                "nodes": [asdict(r.node) | {"answers": r.answers, "detail": r.detail} for r in rows]},
@@ -243,7 +243,7 @@ def plan(ctx: click.Context, as_json: bool, **opts: Any) -> None:
     """
     overrides = launch_overrides(opts)
     session = make_session(resolve_config(ctx, opts, overrides))
-    result = lifecycle.plan(session)
+    result = queries.plan(session)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, default=str))  # type: ignore[attr-defined]
     else:

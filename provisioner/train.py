@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import tarfile
 import time
 from dataclasses import dataclass, field, replace
@@ -12,7 +11,7 @@ from typing import Callable
 
 from . import catalog
 from .errors import ConfigError, RemoteError, TrainingError, XeonClusterError
-from .lifecycle import VENV, Session
+from .session import VENV, Session
 from .package_sync import REMOTE_ROOT, package_files, sync_data_file, sync_tree
 from .providers.base import Node
 from .remote import NodeShell

@@ -6,7 +6,6 @@ import os
 import sys
 import time
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from . import distributed

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from provisioner.errors import XeonClusterError
-from provisioner.lifecycle import _check_mesh
+from provisioner.node_setup import check_mesh
 from provisioner.providers.base import Node
 from provisioner.remote import CommandResult
 
@@ -44,9 +44,9 @@ def fake_ssh(tmp_path: Path, unreachable: set[str]) -> Path:
 
 
 def test_every_node_answers(tmp_path: Path) -> None:
-    _check_mesh(Session(), NODES, BashShell(fake_ssh(tmp_path, set())))  # type: ignore[arg-type]
+    check_mesh(Session(), NODES, BashShell(fake_ssh(tmp_path, set())))  # type: ignore[arg-type]
 
 
 def test_an_unreachable_node_is_named(tmp_path: Path) -> None:
     with pytest.raises(XeonClusterError, match=r"cannot reach node1, node2 by name"):
-        _check_mesh(Session(), NODES, BashShell(fake_ssh(tmp_path, {"node1", "node2"})))  # type: ignore[arg-type]
+        check_mesh(Session(), NODES, BashShell(fake_ssh(tmp_path, {"node1", "node2"})))  # type: ignore[arg-type]
