@@ -202,7 +202,7 @@ def exec_(ctx: click.Context, only: tuple[str, ...], command: tuple[str, ...], *
 @cluster_options
 @click.pass_context
 def images(ctx: click.Context, **opts: Any) -> None:
-    """List the provider's xeoncluster images (subcommands: rm)."""
+    """List the provider's xeoncluster images (subcommands: build, rm)."""
     ctx.obj["image_opts"] = opts
     if ctx.invoked_subcommand is None:
         session = make_session(resolve_config(ctx, opts))

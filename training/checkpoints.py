@@ -8,17 +8,19 @@ from pathlib import Path
 
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 _STATE = "trainer_state.json"
+_WEIGHTS = "model.safetensors"
 
 
 def last_complete_checkpoint(output_dir: Path) -> Path | None:
-    """The highest checkpoint-N that holds trainer_state.json (the Trainer writes it last, so a
-    checkpoint cut short by a kill is skipped)."""
+    """The highest checkpoint-N that holds both trainer_state.json and the weights. Rank 0's
+    Trainer writes the state last; other nodes write the weights last (node_checkpoint.py), so
+    either way a checkpoint cut short by a kill is skipped."""
     if not output_dir.is_dir():
         return None
     candidates = [
         (int(match.group(1)), path)
         for path in output_dir.iterdir()
-        if (match := _CHECKPOINT.match(path.name)) and (path / _STATE).is_file()
+        if (match := _CHECKPOINT.match(path.name)) and (path / _STATE).is_file() and (path / _WEIGHTS).is_file()
     ]
     return max(candidates)[1] if candidates else None
 
@@ -40,7 +42,7 @@ def agreed_checkpoint(output_dir: Path) -> Path | None:
     if step < 0:
         return None
     chosen = output_dir / f"checkpoint-{step}"
-    if not (chosen / _STATE).is_file():
+    if not ((chosen / _STATE).is_file() and (chosen / _WEIGHTS).is_file()):
         from .errors import TrainingError
 
         raise TrainingError(f"checkpoint-{step}, which the other ranks resume from, is missing or incomplete in "

@@ -53,6 +53,7 @@ def make_trainer(
 ) -> Any:
     from transformers import PrinterCallback, Trainer
 
+    from .node_checkpoint import NodeLocalWeights
     from .progress import ConciseLog
 
     trainer_class: type = Trainer
@@ -63,4 +64,5 @@ def make_trainer(
     trainer = trainer_class(model=model, args=args, train_dataset=train_dataset, processing_class=tokenizer)
     trainer.remove_callback(PrinterCallback)
     trainer.add_callback(ConciseLog())
+    trainer.add_callback(NodeLocalWeights())
     return trainer

@@ -127,7 +127,8 @@ def test_resume_across_nodes_continues_from_the_checkpoint(local_env: LocalEnv, 
         env={**os.environ, "XEONCLUSTER_HOME": str(local_env.home)}, cwd=local_env.base,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     checkpoints = [local_env.root / "clusters" / cluster2 / node / "upper" / "xeoncluster" / "runs" / "squad-resume"
-                   / "checkpoint-40" / "trainer_state.json" for node in ("node0", "node1")]
+                   / "checkpoint-40" / name for node in ("node0", "node1")
+                   for name in ("trainer_state.json", "model.safetensors")]
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not all(p.exists() for p in checkpoints) and proc.poll() is None:
         time.sleep(0.2)
