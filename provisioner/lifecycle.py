@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable, Iterator
 
 from .errors import XeonClusterError
@@ -16,11 +16,11 @@ from .node_setup import add_nodes, check_mesh, playbook_runner, write_cluster_fi
 from .playbook import load_playbooks
 from .providers.base import Image, Node, Removed
 from .remote import NodeShell
-from .session import VENV, Session
+from .session import Session
 from .stacks import get_stack
 from .state import ClusterRecord, StateDir
 
-__all__ = ["VENV", "Session", "build_image", "down", "resolve_image", "up"]
+__all__ = ["build_image", "down", "resolve_image", "up"]
 
 
 @dataclass
@@ -29,7 +29,6 @@ class UpResult:
     image: ImageChoice | None
     already_up: bool = False
     seconds: float = 0.0
-    notes: list[str] = field(default_factory=list)
 
 
 class StepFailed(XeonClusterError):
@@ -103,9 +102,9 @@ def _create(session: Session, notes: list[str], choice: ImageChoice, keep_on_fai
             record.steps_done.append(current)
             state.save(record)
     except (Exception, KeyboardInterrupt) as exc:
-        shell.close()
         raise _rollback(session, current, exc, keep_on_failure) from exc
-    shell.close()
+    finally:
+        shell.close()
     record.status = "ready"
     state.save(record)
     return UpResult(nodes=record.node_list(), image=_image_choice(record), seconds=time.monotonic() - started)
@@ -114,7 +113,6 @@ def _create(session: Session, notes: list[str], choice: ImageChoice, keep_on_fai
 def _image_choice(record: ClusterRecord) -> ImageChoice | None:
     if record.image is None:
         return None
-
     data = record.image.get("image")
     image = Image(**(data | {"snapshots": tuple(data.get("snapshots", ()))})) if data else None
     return ImageChoice(record.image["key"], image, record.image["action"])
@@ -199,7 +197,15 @@ def _rollback(session: Session, step: str, exc: BaseException, keep: bool) -> Xe
         return StepFailed(f"up failed at step '{step}': {reason}; resources were kept",
                           hint=f"inspect them, then run `xeoncluster down --name {cfg.name}`", log=log)
     reporter.info(f"up failed at '{step}'; removing what it created")
-    removed = session.provider.terminate(cfg)
+    try:
+        removed = session.provider.terminate(cfg)
+    except (Exception, KeyboardInterrupt) as cleanup:
+        # State stays, so the cluster is still known; `down` finds the rest by tag either way.
+        detail = cleanup.message if isinstance(cleanup, XeonClusterError) else f"{type(cleanup).__name__}: {cleanup}"
+        reporter.log(f"rollback failed: {detail}")
+        return StepFailed(f"up failed at step '{step}': {reason}; removing what it created also failed "
+                          f"({detail}), so resources may remain",
+                          hint=f"run `xeoncluster down --name {cfg.name}` to retry the cleanup", log=log)
     reporter.log(f"rolled back: {removed.items}")
     _discard_state(state)
     error = StepFailed(f"up failed at step '{step}': {reason}; everything it created was removed", log=log,

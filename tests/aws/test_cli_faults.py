@@ -159,3 +159,22 @@ def test_keep_on_failure_keeps_everything_and_says_how_to_remove_it(xc, shell, e
     down = xc("down", "--name", "t1")
     assert down.code == 0, down.err
     assert nothing_left(live_state(ec2, "t1"))
+
+
+def test_a_failing_rollback_says_so_and_down_finishes_the_cleanup(xc, ec2, aws, xc_home):
+    """The worker launch fails, then the rollback's TerminateInstances fails too: the user is told
+    resources may remain and how to retry; the state is kept; `down` then removes everything."""
+    aws.fail("RunInstances", "InvalidParameterValue", occurrence=2)
+    aws.fail("TerminateInstances", "InternalError", times=20)
+    run = xc(*UP)
+    assert run.code == 1
+    line = run.error
+    assert line.startswith("error: up failed at step 'launch 1 worker(s)': ")
+    assert "removing what it created also failed" in line and "resources may remain" in line
+    assert "xeoncluster down --name t1" in line
+    assert (xc_home / "clusters" / "t1" / "state.json").exists()
+    assert live_state(ec2, "t1")["instances"]
+    aws.faults.clear()
+    down = xc("down", "--name", "t1")
+    assert down.code == 0, down.err
+    assert nothing_left(live_state(ec2, "t1"))
