@@ -310,7 +310,7 @@ def main() -> None:
         code = cli.main(standalone_mode=False, prog_name="xeoncluster")
         sys.exit(code if isinstance(code, int) else 0)
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+        click.echo("interrupted", err=True)
         sys.exit(130)
     except click.ClickException as exc:
         exc.show()

@@ -121,7 +121,7 @@ def test_ctrl_c_at_each_step_exits_130_and_leaves_nothing(xc, shell, ec2, aws, x
 def test_ctrl_c_during_preflight_exits_130_and_creates_nothing(xc, ec2, aws, xc_home):
     aws.fail("DescribeInstanceTypes", KeyboardInterrupt())
     run = xc(*UP)
-    assert run.code == 130 and run.error == "aborted"  # click turns Ctrl-C outside a step into Abort
+    assert run.code == 130 and run.error == "interrupted"  # click turns Ctrl-C outside a step into Abort
     assert aws.mutating(service=None) == []
     assert list(xc_home.glob("clusters/*")) == []
 
