@@ -189,8 +189,11 @@ class LocalProvider:
         os.chmod(target, 0o600)
 
     def _write_hosts(self, cluster: str) -> None:
-        lines = ["127.0.0.1 localhost"]
-        lines += [f"{info.ip} {info.node}" for info in net.cluster_namespaces(cluster) if info.ip]
+        nodes = [(info.ip, info.node) for info in net.cluster_namespaces(cluster) if info.ip]
+        lines = ["127.0.0.1 localhost"] + [f"{ip} {name}" for ip, name in nodes]
+        # torch's TCPStore reverse-resolves peers in IPv4-mapped IPv6 form; with no DNS on the
+        # bridge only this file can answer, else every rank warns that it cannot name its peer.
+        lines += [f"::ffff:{ip} {name}" for ip, name in nodes]
         hosts = self.hosts_file(cluster)
         # Rewritten in place: every node bind-mounts this inode as /etc/hosts.
         with open(hosts, "r+" if hosts.exists() else "w") as handle:
