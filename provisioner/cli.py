@@ -298,10 +298,12 @@ def train(ctx: click.Context, task: str, trainer_args: tuple[str, ...], glue_tas
                                        nodes or config.nodes, config.ssh.user or "ubuntu")
         render.launch_plan(plan_)
         return
-    session = make_session(config)
-    outcome = render.run_training(session, request, dry_run)
-    if outcome is not None:
-        render.training_result(outcome)
+    runner = train_mod.TrainRunner(make_session(config), request, echo=render.echo_line)
+    result = runner.run(dry_run)
+    if isinstance(result, train_mod.LaunchPlan):
+        render.launch_plan(result)
+    else:
+        render.training_result(result)
 
 
 def main() -> None:

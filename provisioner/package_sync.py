@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import RemoteError
+from .errors import ConfigError, RemoteError
 from .providers.base import Node
 from .remote import NodeShell
 
@@ -80,8 +80,6 @@ def sync_tree(shell: NodeShell, nodes: list[Node], root: Path, files: list[Path]
 def sync_data_file(shell: NodeShell, nodes: list[Node], local: Path) -> str:
     """Copy one local data file to the same path on every node; returns that path (relative to home)."""
     if not local.is_file():
-        from .errors import ConfigError
-
         raise ConfigError(f"data file {local} does not exist", hint="pass an existing --train-file/--eval-file")
     digest = tree_digest(local.parent, [local])
     result = sync_tree(shell, nodes, local.parent, [local], f"data/{digest}")

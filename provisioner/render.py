@@ -9,7 +9,6 @@ from rich.console import Console
 from rich.table import Table
 
 from .config import ClusterConfig
-from .errors import ConfigError, XeonClusterError
 from .providers.base import Image, Removed
 
 
@@ -70,14 +69,10 @@ def images_table(images: list[Image]) -> None:
 
 
 def exec_stream(session, only: list[str], command: str) -> int:  # type: ignore[no-untyped-def]
-    record = session.state.load()
-    if record is None:
-        raise XeonClusterError(f"cluster '{session.config.name}' is not up", hint="run `xeoncluster up` first")
-    nodes = record.node_list()
-    unknown = sorted(set(only) - {n.name for n in nodes})
-    if unknown:
-        raise ConfigError(f"--node: no node {', '.join(unknown)} in cluster '{record.name}'")
-    targets = [n for n in nodes if not only or n.name in only]
+    """Print each node's lines as `node | line`; return the worst exit code."""
+    from .fanout import run_on_nodes, target_nodes
+
+    targets = target_nodes(session, only)
     lock = threading.Lock()
     width = max(len(n.name) for n in targets)
 
@@ -86,11 +81,7 @@ def exec_stream(session, only: list[str], command: str) -> int:  # type: ignore[
             sys.stdout.write(f"{node:>{width}} | {line}\n")
             sys.stdout.flush()
 
-    shell = session.shell()
-    try:
-        results = shell.stream(targets, command, sink)
-    finally:
-        shell.close()
+    results = run_on_nodes(session, targets, command, sink)
     failed = {name: r.exit_code for name, r in results.items() if not r.ok}
     if failed:
         sys.stderr.write("exit codes: " + ", ".join(f"{n}={c}" for n, c in sorted(failed.items())) + "\n")
@@ -143,22 +134,9 @@ def launch_plan(plan) -> None:  # type: ignore[no-untyped-def]
     sys.stdout.write(plan.command() + "\n")
 
 
-def run_training(session, request, dry_run: bool):  # type: ignore[no-untyped-def]
-    """Run (or only plan) the job; output lines are labelled by rank and streamed as they come."""
-    from .train import TrainRunner
-
-    runner = TrainRunner(session, request, echo=lambda line: (sys.stdout.write(line + "\n"), sys.stdout.flush()))
-    shell = session.shell()
-    try:
-        plan_ = runner.prepare(shell, dry_run)
-        if dry_run:
-            launch_plan(plan_)
-            return None
-        session.reporter.info(f"run {plan_.run}: {plan_.ranks.world_size} ranks on {len(plan_.nodes)} node(s); "
-                              f"log: {session.state.runs / plan_.run / 'train.log'}")
-        return runner.launch(shell, plan_)
-    finally:
-        shell.close()
+def echo_line(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def training_result(outcome) -> None:  # type: ignore[no-untyped-def]

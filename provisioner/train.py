@@ -202,13 +202,26 @@ class TrainRunner:
         self.session = session
         self.request = request
         self.echo = echo
-        self.stack = get_stack(session.config.stack)
         record = session.state.load()
         if record is None or record.status != "ready":
             raise XeonClusterError(f"cluster '{session.config.name}' is not up",
                                    hint=f"run `xeoncluster up --name {session.config.name}` first")
         self.nodes = record.node_list()
         self.stack = get_stack(str(record.config.get("stack", session.config.stack)))
+
+    def run(self, dry_run: bool) -> LaunchPlan | TrainOutcome:
+        """Plan the job; unless this is a dry run, also launch it and fetch its results."""
+        shell = self.session.shell()
+        try:
+            plan = self.prepare(shell, dry_run)
+            if dry_run:
+                return plan
+            self.session.reporter.info(
+                f"run {plan.run}: {plan.ranks.world_size} ranks on {len(plan.nodes)} node(s); "
+                f"log: {self.session.state.runs / plan.run / 'train.log'}")
+            return self.launch(shell, plan)
+        finally:
+            shell.close()
 
     def prepare(self, shell: NodeShell, dry_run: bool) -> LaunchPlan:
         check_request(self.request, self.stack)
