@@ -1,24 +1,26 @@
-"""The `xeoncluster` command line: parse arguments, call the lifecycle, render the result."""
+"""The `xeoncluster` command line: parse arguments, call the command, render its result."""
 from __future__ import annotations
 
-import json
 import os
 import sys
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
 import click
 
-from . import lifecycle, queries, render
-from . import train as train_mod
+from . import render
+from .commands import down as down_cmd
+from .commands import exec as exec_cmd
+from .commands import images as images_cmd
+from .commands import plan as plan_cmd
+from .commands import ssh as ssh_cmd
+from .commands import status as status_cmd
+from .commands import train as train_cmd
+from .commands import up as up_cmd
+from .context import CommandContext, make_context, resolve_config
+from .errors import XeonClusterError
 from .stacks import get_stack
-from .config import ClusterConfig, default_config_path, load_config
-from .errors import ConfigError, XeonClusterError
-from .progress import Reporter
-from .providers import make_provider
-from .session import Session
-from .state import StateDir
+from .train_plan import DEFAULT_MODEL, LaunchPlan, TrainRequest, check_request, dry_run_plan, parse_env
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -57,43 +59,14 @@ def cli(ctx: click.Context, debug: bool, **globals_: Any) -> None:
     ctx.obj["globals"] = globals_
 
 
-def resolve_config(ctx: click.Context, local: dict[str, Any], overrides: dict[str, Any] | None = None) -> ClusterConfig:
-    merged = {k: v for k, v in ctx.obj.get("globals", {}).items() if v is not None}
-    merged.update({k: v for k, v in local.items() if v is not None})
-    path = merged.pop("config_path", None)
-    if path is None:
-        path = default_config_path()
-    values = {key: merged.get(key) for key in ("name", "provider", "region", "profile")}
-    values.update(overrides or {})
-    config = load_config(path, values)
-    if ctx.info_name in ("up", "plan"):
-        return config
-    return recorded_config(config.name, values) or config
-
-
-def recorded_config(name: str, overrides: dict[str, Any]) -> ClusterConfig | None:
-    """An existing cluster keeps the config it was created with (provider included), so
-    `status`/`exec`/`train`/`down` need only --name; explicit flags still win."""
-    try:
-        record = StateDir(name).load()
-    except XeonClusterError:
-        return None  # a corrupt state file must not stop `down`
-    if record is None:
-        return None
-    return load_config(None, {**record.config, **{k: v for k, v in overrides.items() if v is not None}})
-
-
-def make_session(config: ClusterConfig) -> Session:
-    """Tests inject a provider or SSH stand-in through click's context object (`obj=`)."""
-    ctx = click.get_current_context(silent=True)
-    obj = ctx.find_root().obj if ctx is not None and ctx.find_root().obj else {}
-    reporter = Reporter()
-    provider_factory = obj.get("provider_factory", make_provider)
-    session = Session(config=config, state=StateDir(config.name),
-                                provider=provider_factory(config, reporter.info), reporter=reporter)
-    if obj.get("shell_factory") is not None:
-        session.shell_factory = obj["shell_factory"]
-    return session
+def command_context(ctx: click.Context, options: dict[str, Any], overrides: dict[str, Any] | None = None,
+                    creating: bool = False) -> CommandContext:
+    """Global options, then the command's; tests inject a provider or SSH stand-in through `obj`."""
+    obj = ctx.find_root().obj or {}
+    merged = {k: v for k, v in obj.get("globals", {}).items() if v is not None}
+    merged.update({k: v for k, v in options.items() if v is not None})
+    config = resolve_config(merged, overrides, creating=creating)
+    return make_context(config, obj.get("provider_factory"), obj.get("shell_factory"))
 
 
 def launch_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -128,10 +101,8 @@ def up(ctx: click.Context, keep_on_failure: bool, **opts: Any) -> None:
     If any step fails or you press Ctrl-C, everything this run created is removed again
     (unless --keep-on-failure) and the failed step and its log are named.
     """
-    overrides = launch_overrides(opts)
-    session = make_session(resolve_config(ctx, opts, overrides))
-    result = lifecycle.up(session, keep_on_failure=keep_on_failure)
-    render.up_result(session, result)
+    context = command_context(ctx, opts, launch_overrides(opts), creating=True)
+    render.up_result(up_cmd.run(context, keep_on_failure=keep_on_failure))
 
 
 @cli.command(context_settings=CONTEXT)
@@ -140,10 +111,8 @@ def up(ctx: click.Context, keep_on_failure: bool, **opts: Any) -> None:
 @click.pass_context
 def down(ctx: click.Context, purge_images: bool, **opts: Any) -> None:
     """Remove everything the cluster owns. Finds it by name/tag even if local state is gone; safe to repeat."""
-    session = make_session(resolve_config(ctx, opts))
-    with session.reporter.step(f"removing cluster '{session.config.name}'"):
-        removed = lifecycle.down(session, purge_images=purge_images)
-    render.removed(removed, session.config.name)
+    result = down_cmd.run(command_context(ctx, opts), purge_images=purge_images)
+    render.removed(result.removed, result.cluster)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -152,16 +121,13 @@ def down(ctx: click.Context, purge_images: bool, **opts: Any) -> None:
 @click.pass_context
 def status(ctx: click.Context, as_json: bool, **opts: Any) -> None:
     """Show each node, its address and whether it answers over SSH."""
-    session = make_session(resolve_config(ctx, opts))
-    rows = queries.status(session)
+    result = status_cmd.run(command_context(ctx, opts))
     if as_json:
-        click.echo(json.dumps({"cluster": session.config.name, "provider": session.config.provider,
-                               "nodes": [asdict(r.node) | {"answers": r.answers, "detail": r.detail} for r in rows]},
-                              indent=2))
+        render.as_json(result.to_dict())
         return
-    render.status_table(session.config, rows)
-    if not rows:
-        raise XeonClusterError(f"cluster '{session.config.name}' has no nodes", hint="run `xeoncluster up` first")
+    render.status_table(result)
+    if not result.nodes:
+        raise XeonClusterError(f"cluster '{result.cluster}' has no nodes", hint="run `xeoncluster up` first")
 
 
 @cli.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
@@ -171,16 +137,8 @@ def status(ctx: click.Context, as_json: bool, **opts: Any) -> None:
 @click.pass_context
 def ssh(ctx: click.Context, node: str, command: tuple[str, ...], **opts: Any) -> None:
     """Open a shell on NODE (node0 is the master), or run `-- CMD` there. Host keys are pinned."""
-    config = resolve_config(ctx, opts)
-    state = StateDir(config.name)
-    record = state.load()
-    if record is None:
-        raise XeonClusterError(f"cluster '{config.name}' is not up", hint="run `xeoncluster up` first")
-    names = [n["name"] for n in record.nodes]
-    if node not in names:
-        raise ConfigError(f"no node '{node}' in cluster '{config.name}'; nodes: {', '.join(names)}")
-    argv = ["ssh", "-F", str(state.ssh_config), node, *command]
-    os.execvp("ssh", argv)
+    argv = ssh_cmd.run(command_context(ctx, opts), node, command)
+    os.execvp(argv[0], argv)
 
 
 @cli.command("exec", context_settings={**CONTEXT, "ignore_unknown_options": True})
@@ -193,9 +151,11 @@ def exec_(ctx: click.Context, only: tuple[str, ...], command: tuple[str, ...], *
 
     The exit code is the highest exit code of any node.
     """
-    session = make_session(resolve_config(ctx, opts))
-    code = render.exec_stream(session, list(only), " ".join(command))
-    sys.exit(code)
+    context = command_context(ctx, opts)
+    nodes = exec_cmd.target_nodes(context, list(only))
+    result = exec_cmd.run(context, nodes, " ".join(command), render.node_line_printer(nodes))
+    render.exec_failures(result)
+    sys.exit(result.exit_code)
 
 
 @cli.group(context_settings=CONTEXT, invoke_without_command=True)
@@ -205,8 +165,7 @@ def images(ctx: click.Context, **opts: Any) -> None:
     """List the provider's xeoncluster images (subcommands: build, rm)."""
     ctx.obj["image_opts"] = opts
     if ctx.invoked_subcommand is None:
-        session = make_session(resolve_config(ctx, opts))
-        render.images_table(session.provider.images())
+        render.images_table(images_cmd.list_images(command_context(ctx, opts)))
 
 
 @images.command("build", context_settings=CONTEXT)
@@ -214,9 +173,8 @@ def images(ctx: click.Context, **opts: Any) -> None:
 @click.pass_context
 def images_build(ctx: click.Context, stack: str | None) -> None:
     """Bake the image for the current config without keeping a cluster (reused by every later up)."""
-    session = make_session(resolve_config(ctx, ctx.obj.get("image_opts", {}), {"stack": stack}))
-    choice = lifecycle.build_image(session)
-    click.echo(choice.describe())
+    context = command_context(ctx, ctx.obj.get("image_opts", {}), {"stack": stack})
+    click.echo(images_cmd.build(context).describe())
 
 
 @images.command("rm", context_settings=CONTEXT)
@@ -224,11 +182,8 @@ def images_build(ctx: click.Context, stack: str | None) -> None:
 @click.pass_context
 def images_rm(ctx: click.Context, image_id: str) -> None:
     """Remove an image (and, on AWS, its snapshots)."""
-    session = make_session(resolve_config(ctx, ctx.obj.get("image_opts", {})))
-    removed = session.provider.remove_image(image_id)
-    if removed.empty:
-        raise ConfigError(f"no image '{image_id}'", hint="`xeoncluster images` lists them")
-    render.removed(removed, image_id)
+    result = images_cmd.remove(command_context(ctx, ctx.obj.get("image_opts", {})), image_id)
+    render.removed(result.removed, result.image_id)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -241,11 +196,9 @@ def plan(ctx: click.Context, as_json: bool, **opts: Any) -> None:
 
     Makes only read-only calls; creates nothing.
     """
-    overrides = launch_overrides(opts)
-    session = make_session(resolve_config(ctx, opts, overrides))
-    result = queries.plan(session)
+    result = plan_cmd.run(command_context(ctx, opts, launch_overrides(opts), creating=True))
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2, default=str))  # type: ignore[attr-defined]
+        render.as_json(result.to_dict())
     else:
         render.plan(result)
 
@@ -260,7 +213,7 @@ def plan(ctx: click.Context, as_json: bool, **opts: Any) -> None:
 @click.option("--train-file", type=click.Path(dir_okay=False, path_type=Path),
               help="local training file (SQuAD JSON flat or nested; GLUE TSV/CSV/JSON); copied to every node")
 @click.option("--eval-file", type=click.Path(dir_okay=False, path_type=Path), help="local evaluation file")
-@click.option("--model", help=f"hub id or a directory on the nodes (default {train_mod.DEFAULT_MODEL})")
+@click.option("--model", help=f"hub id or a directory on the nodes (default {DEFAULT_MODEL})")
 @click.option("--run", help="run name (default TASK-TIMESTAMP); results go to the state folder's runs/RUN")
 @click.option("--resume", is_flag=True, help="continue the run (default: the latest) from its last checkpoint")
 @click.option("--ppn", type=int, help="ranks per node (default: one per socket)")
@@ -285,22 +238,21 @@ def train(ctx: click.Context, task: str, trainer_args: tuple[str, ...], glue_tas
     streamed, labelled by rank, and saved with metrics.json under the cluster's runs/ folder.
     Arguments after `--` go to the HF TrainingArguments (e.g. -- --learning_rate 5e-5).
     """
-    request = train_mod.TrainRequest(
+    request = TrainRequest(
         task=task, glue_task=glue_task, dataset=dataset, train_file=train_file, eval_file=eval_file, model=model,
-        demo=demo, run=run, resume=resume, ppn=ppn, threads=threads, env=train_mod.parse_env(env_pairs),
+        demo=demo, run=run, resume=resume, ppn=ppn, threads=threads, env=parse_env(env_pairs),
         trainer_args=tuple(a for a in trainer_args if a != "--"), fetch_model=fetch_model, offline=offline,
         tuned=tune)
-    config = resolve_config(ctx, opts)
+    context = command_context(ctx, opts)
+    config = context.config
     if dry_run and (instance_type or nodes):
         stack = get_stack(config.stack)
-        train_mod.check_request(request, stack)
-        plan_ = train_mod.dry_run_plan(request, stack, instance_type or config.instance_types[0],
-                                       nodes or config.nodes, config.ssh.user or "ubuntu")
-        render.launch_plan(plan_)
+        check_request(request, stack)
+        render.launch_plan(dry_run_plan(request, stack, instance_type or config.instance_types[0],
+                                        nodes or config.nodes, config.ssh.user or "ubuntu"))
         return
-    runner = train_mod.TrainRunner(make_session(config), request, echo=render.echo_line)
-    result = runner.run(dry_run)
-    if isinstance(result, train_mod.LaunchPlan):
+    result = train_cmd.run(context, request, render.echo_line, dry_run)
+    if isinstance(result, LaunchPlan):
         render.launch_plan(result)
     else:
         render.training_result(result)

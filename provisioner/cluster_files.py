@@ -4,8 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .providers.base import Node
-
-MASTER_KEY = "~/.ssh/id_ed25519"
+from .remote_layout import KNOWN_HOSTS, MASTER_KEY, home_relative
 
 
 def user_ssh_config(nodes: list[Node], user: str, key: Path, known_hosts: Path) -> str:
@@ -32,10 +31,10 @@ def master_ssh_config(nodes: list[Node], user: str) -> str:
     common = (
         f"Host {' '.join(n.name for n in nodes)}\n"
         f"  User {user}\n"
-        f"  IdentityFile {MASTER_KEY}\n"
+        f"  IdentityFile {home_relative(MASTER_KEY)}\n"
         "  IdentitiesOnly yes\n"
         "  StrictHostKeyChecking yes\n"
-        "  UserKnownHostsFile ~/.ssh/known_hosts\n"
+        f"  UserKnownHostsFile {home_relative(KNOWN_HOSTS)}\n"
         "  LogLevel ERROR\n"
     )
     return "".join(blocks) + common

@@ -72,6 +72,48 @@ class LocalSettings(_Strict):
         return value
 
 
+class PipSettings(_Strict):
+    """A company mirror or CodeArtifact: nodes may not reach PyPI or the stack's own indexes."""
+
+    index_url: str | None = None
+    extra_index_urls: list[str] = Field(default_factory=list)
+
+    @field_validator("index_url")
+    @classmethod
+    def _index_url(cls, value: str | None) -> str | None:
+        return None if value is None else _http_url(value)
+
+    @field_validator("extra_index_urls")
+    @classmethod
+    def _extra(cls, value: list[str]) -> list[str]:
+        return [_http_url(url) for url in value]
+
+
+class AptSettings(_Strict):
+    sources: list[str] = Field(default_factory=list)
+    proxy: str | None = None
+
+    @field_validator("sources")
+    @classmethod
+    def _sources(cls, value: list[str]) -> list[str]:
+        for line in value:
+            if not re.match(r"^deb(-src)? (\[[^\]]*\] )?https?://\S+ \S+", line) or "\n" in line:
+                raise ValueError(f"'{line}' is not a one-line apt source such as "
+                                 "'deb http://mirror.example/ubuntu noble main universe'")
+        return value
+
+    @field_validator("proxy")
+    @classmethod
+    def _proxy(cls, value: str | None) -> str | None:
+        return None if value is None else _http_url(value)
+
+
+def _http_url(value: str) -> str:
+    if not re.match(r"^https?://[^\s/]+(/\S*)?$", value):
+        raise ValueError(f"'{value}' is not an http(s) URL")
+    return value
+
+
 class ClusterConfig(_Strict):
     name: str = Field("xc", pattern=NAME_PATTERN)
     provider: Literal["aws", "local"] = "aws"
@@ -90,6 +132,8 @@ class ClusterConfig(_Strict):
     image: str = "auto"
     stack: Literal["stock", "intel"] = "stock"
     local: LocalSettings = Field(default_factory=LocalSettings)
+    pip: PipSettings = Field(default_factory=PipSettings)
+    apt: AptSettings = Field(default_factory=AptSettings)
 
     @field_validator("region")
     @classmethod
@@ -132,6 +176,8 @@ FIELD_PATHS: dict[str, set[str]] = {
     "": set(ClusterConfig.model_fields),
     "ssh": set(SshSettings.model_fields),
     "local": set(LocalSettings.model_fields),
+    "pip": set(PipSettings.model_fields),
+    "apt": set(AptSettings.model_fields),
 }
 
 

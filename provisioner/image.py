@@ -1,10 +1,14 @@
-"""The image key (a digest of base image, playbooks and stack) and the bake-or-reuse decision."""
+"""The image key (a digest of base image, playbooks and stack) and the one image decision.
+
+`plan` shows the ImagePlan that `up` then executes: both call `decide_image`.
+"""
 from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
 from .playbook import playbook_paths
@@ -30,32 +34,53 @@ def image_key(base: str, stack: Stack, playbooks: list[Path] | None = None) -> s
     return digest.hexdigest()
 
 
+class ImageAction(str, Enum):
+    REUSE = "reuse"  # an image baked earlier for this key
+    BAKE = "bake"    # none yet: the master runs the playbooks, is baked, workers start from the image
+    GIVEN = "given"  # an image id from the config: nothing is baked
+    NONE = "none"    # image: none: every node runs the playbooks
+
+
 @dataclass(frozen=True)
-class ImageChoice:
-    key: str
+class ImagePlan:
+    key: str | None  # None only in a plan whose base image is unknown
     image: Image | None
-    action: str  # "reuse" | "bake" | "given" | "none"
+    action: ImageAction
+    base_id: str | None = None
+    base_note: str = ""  # why base_id is None
+
+    @property
+    def runs_playbooks(self) -> bool:
+        return self.action in (ImageAction.BAKE, ImageAction.NONE)
 
     def describe(self) -> str:
-        if self.action == "reuse":
-            return f"reusing image {self.image.id} (key {self.key[:12]})"  # type: ignore[union-attr]
-        if self.action == "given":
+        key = (self.key or "unknown")[:12]
+        if self.action is ImageAction.REUSE:
+            return f"reusing image {self.image.id} (key {key})"  # type: ignore[union-attr]
+        if self.action is ImageAction.GIVEN:
             return f"using the given image {self.image.id}; nothing is baked"  # type: ignore[union-attr]
-        if self.action == "none":
+        if self.action is ImageAction.NONE:
             return "image: none; every node runs the playbooks"
         if self.image is not None:
-            return f"baked image {self.image.id} (key {self.key[:12]}); later ups reuse it"
-        return f"no image for key {self.key[:12]} yet; the master will be configured and baked"
+            return f"baked image {self.image.id} (key {key}); later ups reuse it"
+        return f"no image for key {key} yet; the master will be configured and baked"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "id": self.image.id if self.image else None, "action": self.action.value,
+                "base_id": self.base_id, "base_note": self.base_note}
 
 
-def choose_image(cluster: "ClusterConfig", provider: "Provider", key: str) -> ImageChoice:
+def decide_image(cluster: "ClusterConfig", provider: "Provider", stack: Stack) -> ImagePlan:
+    """Read-only. A bad image id fails here, before anything exists."""
+    base = provider.base_image(cluster)
+    key = image_key(base.id, stack) if base.id else None
     if cluster.image == "none":
-        return ImageChoice(key, None, "none")
+        return ImagePlan(key, None, ImageAction.NONE, base.id, base.note)
     if cluster.image != "auto":
         given = provider.get_image(cluster.image)
         if given is None:
             raise ConfigError(f"image: {cluster.image} does not exist for the {provider.name} provider",
                               hint="`xeoncluster images` lists the images you have; or use image: auto")
-        return ImageChoice(key, given, "given")
-    found = provider.find_image(key)
-    return ImageChoice(key, found, "reuse" if found else "bake")
+        return ImagePlan(key, given, ImageAction.GIVEN, base.id, base.note)
+    found = provider.find_image(key) if key else None
+    return ImagePlan(key, found, ImageAction.REUSE if found else ImageAction.BAKE, base.id, base.note)

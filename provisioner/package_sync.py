@@ -16,8 +16,7 @@ from pathlib import Path
 from .errors import ConfigError, RemoteError
 from .providers.base import Node
 from .remote import NodeShell
-
-REMOTE_ROOT = "xeoncluster"
+from .remote_layout import PACKAGE_ROOT
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,7 @@ def build_tarball(root: Path, files: list[Path], prefix: str) -> bytes:
 def sync_tree(shell: NodeShell, nodes: list[Node], root: Path, files: list[Path], name: str) -> SyncResult:
     """Put `files` (relative to `root`) under ~/xeoncluster/NAME on every node that lacks this digest."""
     digest = tree_digest(root, files)
-    target = f"{REMOTE_ROOT}/{name}"
+    target = f"{PACKAGE_ROOT}/{name}"
     marker = f"{target}/.xeoncluster-digest"
     checks = shell.run(nodes, f"cat {shlex.quote(marker)} 2>/dev/null || true")
     stale = [n for n in nodes if checks[n.name].stdout.strip() != digest]
@@ -66,9 +65,9 @@ def sync_tree(shell: NodeShell, nodes: list[Node], root: Path, files: list[Path]
             handle.write(payload)
             handle.flush()
             for node in stale:
-                shell.put(node, Path(handle.name), f"{REMOTE_ROOT}-{digest}.tar.gz")
-        unpack = (f"set -e; rm -rf {shlex.quote(target)}; mkdir -p {REMOTE_ROOT}; "
-                  f"tar -C {REMOTE_ROOT} -xzf {REMOTE_ROOT}-{digest}.tar.gz; rm -f {REMOTE_ROOT}-{digest}.tar.gz; "
+                shell.put(node, Path(handle.name), f"{PACKAGE_ROOT}-{digest}.tar.gz")
+        unpack = (f"set -e; rm -rf {shlex.quote(target)}; mkdir -p {PACKAGE_ROOT}; "
+                  f"tar -C {PACKAGE_ROOT} -xzf {PACKAGE_ROOT}-{digest}.tar.gz; rm -f {PACKAGE_ROOT}-{digest}.tar.gz; "
                   f"echo {digest} > {shlex.quote(marker)}")
         results = shell.run(stale, unpack)
         failed = [r for r in results.values() if not r.ok]

@@ -17,7 +17,7 @@ import yaml
 from .errors import ConfigError, RemoteError
 from .providers.base import Node
 from .remote import CommandResult, NodeShell
-from .resources import project_file
+from .paths import project_file
 
 VARIABLE = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
 

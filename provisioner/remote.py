@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol, TextIO
+from typing import Callable, Protocol
 
 import paramiko
 from fabric import Connection, ThreadingGroup
@@ -266,13 +266,3 @@ def _remote_error(node: Node, exc: BaseException) -> RemoteError:
                            hint="`xeoncluster status` shows which nodes answer")
     return RemoteError(f"{node.name}: {type(exc).__name__}: {exc}")
 
-
-def write_stream(stream: TextIO) -> Callable[[str, str], None]:
-    lock = threading.Lock()
-
-    def sink(node: str, line: str) -> None:
-        with lock:
-            stream.write(f"[{node}] {line}\n")
-            stream.flush()
-
-    return sink

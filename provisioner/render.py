@@ -1,15 +1,32 @@
-"""Rendering results for people: tables and summaries on stdout."""
+"""Rendering results for people: tables and summaries on stdout. Formatting only; nothing runs here."""
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 import threading
+from typing import TYPE_CHECKING, Any, Callable
 
 from rich.console import Console
 from rich.table import Table
 
-from .config import ClusterConfig
-from .providers.base import Image, Removed
+from .image import ImageAction
+
+if TYPE_CHECKING:
+    from .commands.exec import ExecResult
+    from .commands.plan import Plan
+    from .commands.status import StatusResult
+    from .commands.train import TrainOutcome
+    from .commands.up import UpResult
+    from .providers.base import Image, Node, Removed
+    from .train_plan import LaunchPlan
+
+PLAN_IMAGE = {
+    ImageAction.REUSE: "reuse {id}; no playbook runs",
+    ImageAction.GIVEN: "given {id}; nothing is baked",
+    ImageAction.NONE: "every node starts from the base and runs the playbooks",
+    ImageAction.BAKE: "none cached; node0 runs the playbooks, is baked, workers start from that image",
+}
 
 
 def _console() -> Console:
@@ -18,19 +35,23 @@ def _console() -> Console:
     return Console(file=sys.stdout, highlight=False, width=width)
 
 
-def up_result(session, result) -> None:  # type: ignore[no-untyped-def]
+def as_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def up_result(result: "UpResult") -> None:
     console = _console()
-    cfg = session.config
     if not result.already_up:
         image = result.image.describe() if result.image else "no image"
-        console.print(f"cluster '{cfg.name}' is up: {len(result.nodes)} node(s) in {result.seconds:.1f}s; {image}")
+        console.print(f"cluster '{result.cluster}' is up: {len(result.nodes)} node(s) in {result.seconds:.1f}s; {image}")
     for node in result.nodes:
         console.print(f"  {node.name:7} {node.role:7} {node.ssh_host:16} {node.market}")
-    console.print(f"next: xeoncluster exec --name {cfg.name} -- hostname   |   "
-                  f"xeoncluster train squad --name {cfg.name}   |   xeoncluster down --name {cfg.name}")
+    name = result.cluster
+    console.print(f"next: xeoncluster exec --name {name} -- hostname   |   "
+                  f"xeoncluster train squad --name {name}   |   xeoncluster down --name {name}")
 
 
-def removed(result: Removed, what: str) -> None:
+def removed(result: "Removed", what: str) -> None:
     console = _console()
     if result.empty:
         console.print(f"nothing to remove for '{what}'")
@@ -40,14 +61,14 @@ def removed(result: Removed, what: str) -> None:
             console.print(f"removed {kind}: {', '.join(ids)}")
 
 
-def status_table(cfg: ClusterConfig, rows) -> None:  # type: ignore[no-untyped-def]
-    table = Table(title=f"cluster '{cfg.name}' ({cfg.provider})", title_justify="left")
-    cloud = cfg.provider != "local"
+def status_table(result: "StatusResult") -> None:
+    table = Table(title=f"cluster '{result.cluster}' ({result.provider})", title_justify="left")
+    cloud = result.provider != "local"
     columns = ["node", "role", "state", "ssh", "address", "private ip"] + (
         ["market", "zone", "type", "$/h"] if cloud else [])
     for column in columns:
         table.add_column(column)
-    for row in rows:
+    for row in result.nodes:
         node = row.node
         cells = [node.name, node.role, node.state, "up" if row.answers else f"DOWN ({row.detail})",
                  node.ssh_host, node.private_ip]
@@ -58,7 +79,7 @@ def status_table(cfg: ClusterConfig, rows) -> None:  # type: ignore[no-untyped-d
     _console().print(table)
 
 
-def images_table(images: list[Image]) -> None:
+def images_table(images: "list[Image]") -> None:
     table = Table(title="images", title_justify="left")
     for column in ("id", "name", "key", "created", "baked by", "size"):
         table.add_column(column)
@@ -68,61 +89,48 @@ def images_table(images: list[Image]) -> None:
     _console().print(table)
 
 
-def exec_stream(session, only: list[str], command: str) -> int:  # type: ignore[no-untyped-def]
-    """Print each node's lines as `node | line`; return the worst exit code."""
-    from .fanout import run_on_nodes, target_nodes
-
-    targets = target_nodes(session, only)
+def node_line_printer(nodes: "list[Node]") -> Callable[[str, str], None]:
+    """A sink that prints each node's lines as `node | line`, whole lines only, from any thread."""
     lock = threading.Lock()
-    width = max(len(n.name) for n in targets)
+    width = max((len(n.name) for n in nodes), default=0)
 
     def sink(node: str, line: str) -> None:
         with lock:
             sys.stdout.write(f"{node:>{width}} | {line}\n")
             sys.stdout.flush()
 
-    results = run_on_nodes(session, targets, command, sink)
-    failed = {name: r.exit_code for name, r in results.items() if not r.ok}
-    if failed:
-        sys.stderr.write("exit codes: " + ", ".join(f"{n}={c}" for n, c in sorted(failed.items())) + "\n")
-    return max(failed.values(), default=0)
+    return sink
 
 
-def plan(result) -> None:  # type: ignore[no-untyped-def]
-    """Render an AWS Plan or a LocalPlan."""
+def exec_failures(result: "ExecResult") -> None:
+    if result.failed:
+        sys.stderr.write("exit codes: " + ", ".join(f"{n}={c}" for n, c in sorted(result.failed.items())) + "\n")
+
+
+def plan(result: "Plan") -> None:
     console = _console()
-    data = result.to_dict()
-    console.print(f"plan for cluster '{data['cluster']}'" + (f" in {data['region']}" if "region" in data else ""))
-    if "resources" in data:
-        for res in data["resources"]:
-            console.print(f"  {res['action']:6} {res['kind']:15} {res['name']}  {res['detail']}".rstrip())
-        table = Table(title="instances", title_justify="left")
-        for column in ("role", "count", "type", "market", "image", "$/h each"):
-            table.add_column(column)
-        for item in data["instances"]:
-            price = f"{item['usd_per_hour']:.4f}" if item["usd_per_hour"] is not None else "?"
-            table.add_row(item["role"], str(item["count"]), item["instance_type"], item["market"], item["image"], price)
-        console.print(table)
-        image = data["image"]
-        base = image["base_id"] or (f"unknown ({image['base_note']})" if image.get("base_note") else "-")
-        key = (image["key"] or "unknown")[:12]
-        what = {"cached": f"reuse {image['id']}; no playbook runs", "explicit": f"given {image['id']}; nothing is baked",
-                "base": "every node starts from the base and runs the playbooks",
-                "base+bake": "none cached; node0 runs the playbooks, is baked, workers start from that image"}
-        console.print(f"image: {what.get(image['source'], image['source'])} (key {key}, base: {base})")
-        if data.get("stack"):
-            stack = data["stack"]
-            console.print(f"stack: {stack['name']} ({stack['backend']}): {' '.join(stack['packages'])}")
-    else:
-        console.print(f"  create {data['nodes']} namespace node(s) with sshd on this machine")
-        console.print(f"  image: {data['image']['action']} {data['image']['id'] or ''} (key {data['image']['key'][:12]})")
-    total = data.get("usd_per_hour")
+    console.print(f"plan for cluster '{result.cluster}'" + (f" in {result.region}" if result.region else ""))
+    for res in result.resources:
+        console.print(f"  {res.action:6} {res.kind:15} {res.name}  {res.detail}".rstrip())
+    table = Table(title="instances", title_justify="left")
+    for column in ("role", "count", "type", "market", "image", "$/h each"):
+        table.add_column(column)
+    for item in result.instances:
+        price = f"{item.usd_per_hour:.4f}" if item.usd_per_hour is not None else "?"
+        table.add_row(item.role, str(item.count), item.instance_type, item.market, item.image, price)
+    console.print(table)
+    image = result.image
+    base = image.base_id or (f"unknown ({image.base_note})" if image.base_note else "-")
+    what = PLAN_IMAGE[image.action].format(id=image.image.id if image.image else "-")
+    console.print(f"image: {what} (key {(image.key or 'unknown')[:12]}, base: {base})")
+    console.print(f"stack: {result.stack.name} ({result.stack.backend}): {' '.join(result.stack.packages)}")
+    total = result.usd_per_hour
     console.print(f"estimated cost: {'$%.4f/hour' % total if total is not None else 'unknown'}")
-    for note in data.get("notes", []):
+    for note in result.notes:
         console.print(f"note: {note}")
 
 
-def launch_plan(plan) -> None:  # type: ignore[no-untyped-def]
+def launch_plan(plan: "LaunchPlan") -> None:
     console = _console()
     console.print(f"# {plan.ranks.world_size} ranks: {len(plan.nodes)} node(s) x {plan.ranks.ranks_per_node} "
                   f"rank(s), {plan.ranks.threads_per_rank} thread(s) each; {plan.topology.describe()}")
@@ -139,15 +147,15 @@ def echo_line(line: str) -> None:
     sys.stdout.flush()
 
 
-def training_result(outcome) -> None:  # type: ignore[no-untyped-def]
+def training_result(outcome: "TrainOutcome") -> None:
     console = _console()
     metrics = outcome.metrics or {}
     keys = [k for k in ("exact_match", "f1", "accuracy") if metrics.get(k) is not None]
     scores = ", ".join(f"{k}={metrics[k]:.2f}" for k in keys)
     before = metrics.get("eval_before") or {}
     if before:
-        scores += "  (untrained: " + ", ".join(f"{k}={before[k]:.2f}" for k in keys
-                                               if before.get(k) is not None) + ")"
+        scores += "  (untrained: " + ", ".join(f"{k}={before[k]:.2f}" for k in keys  # type: ignore[index]
+                                               if before.get(k) is not None) + ")"  # type: ignore[union-attr]
     console.print(f"done in {outcome.seconds:.0f}s: {scores or 'no evaluation set, no scores'}")
     speed = metrics.get("train_samples_per_second")
     if speed is not None:

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import yaml
 
+from training import stack_rules
+
 from .errors import ConfigError
-from .resources import project_file
+from .paths import project_file
 
 
 @dataclass(frozen=True)
@@ -29,29 +31,25 @@ def check_stack(stack: Stack) -> None:
     """Combinations that cannot work are refused before anything is created or run."""
     torch = stack.pin("torch")
     if stack.ipex:
-        ipex = stack.pin("intel-extension-for-pytorch")
-        if ipex is None:
-            raise ConfigError(f"stack {stack.name}: ipex is on but intel-extension-for-pytorch is not pinned")
-        if torch is None or _minor(torch) != _minor(ipex):
-            raise ConfigError(f"stack {stack.name}: IPEX {ipex} needs torch {_minor(ipex)}.x, but torch is pinned "
-                              f"to {torch}", hint="pin matching torch and IPEX versions in ami/stacks.yaml")
+        _check_built_for_torch(stack, "intel-extension-for-pytorch", "IPEX", torch)
     if stack.backend == "ccl":
-        ccl = stack.pin("oneccl_bind_pt")
-        if ccl is None:
-            raise ConfigError(f"stack {stack.name}: the ccl backend needs oneccl_bind_pt pinned")
-        if torch is None or _minor(torch) != _minor(ccl):
-            raise ConfigError(f"stack {stack.name}: oneccl_bind_pt {ccl} needs torch {_minor(ccl)}.x, "
-                              f"but torch is pinned to {torch}")
-    elif stack.backend != "gloo":
+        _check_built_for_torch(stack, "oneccl_bind_pt", "oneccl_bind_pt", torch)
+    elif stack.backend not in stack_rules.BACKENDS:
         raise ConfigError(f"stack {stack.name}: unknown backend '{stack.backend}' (gloo or ccl)")
     transformers = stack.pin("transformers")
-    if stack.backend == "ccl" and transformers and int(transformers.split(".")[0]) >= 5 and transformers != "5.0.0":
+    if stack.backend == "ccl" and transformers and not stack_rules.accepts_ccl(transformers):
         raise ConfigError(f"stack {stack.name}: transformers {transformers} no longer accepts ddp_backend=ccl "
                           "(last in 5.0.0)", hint="pin transformers<=5.0.0 (the intel stack uses 4.52.4)")
 
 
-def _minor(version: str) -> str:
-    return ".".join(version.split("+")[0].split(".")[:2])
+def _check_built_for_torch(stack: Stack, package: str, label: str, torch: str | None) -> None:
+    version = stack.pin(package)
+    if version is None:
+        why = "ipex is on" if package.startswith("intel") else "the ccl backend needs it"
+        raise ConfigError(f"stack {stack.name}: {package} is not pinned ({why})")
+    if not stack_rules.built_for_torch(version, torch):
+        raise ConfigError(f"stack {stack.name}: {label} {version} needs torch {stack_rules.minor(version)}.x, but "
+                          f"torch is pinned to {torch}", hint="pin matching versions in ami/stacks.yaml")
 
 
 def load_stacks(path: Path | None = None) -> dict[str, Stack]:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import shutil
 import subprocess
@@ -171,13 +170,3 @@ def atomic_write(path: Path, text: str, mode: int = 0o600) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
 
-
-def list_clusters(home: Path | None = None) -> list[str]:
-    root = (home or xeoncluster_home()) / "clusters"
-    if not root.is_dir():
-        return []
-    return sorted(p.name for p in root.iterdir() if (p / "state.json").is_file())
-
-
-def dump_json(data: Any) -> str:
-    return json.dumps(data, indent=2, sort_keys=True)

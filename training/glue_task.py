@@ -11,7 +11,7 @@ from .config import RunConfig
 from .glue_data import GlueTask, get_task, load_glue
 from .glue_metrics import glue_scores
 from .sources import load_from_hub
-from .tasks import cap
+from .sampling import cap
 
 
 def _tokenize(

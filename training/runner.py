@@ -111,7 +111,6 @@ def _train(
     raw: Any,
 ) -> int:
     import torch
-    import transformers
     from transformers import AutoTokenizer, set_seed
 
     from .trainer_setup import make_trainer, training_arguments
@@ -143,22 +142,29 @@ def _train(
         _say(info, f"eval: {_format(after)}")
     trainer.save_model(str(config.output_dir / "model"))
     if trainer.is_world_process_zero():
-        facts = RunFacts(
-            task=task.name if config.task == "squad" else f"glue/{config.glue_task}",
-            model=config.model,
-            precision=precision,
-            stack=plan.stack,
-            ddp_backend=plan.backend,
-            world_size=info.world_size,
-            ranks_per_node=info.local_world_size,
-            threads_per_rank=torch.get_num_threads(),
-            torch_version=torch.__version__,
-            transformers_version=transformers.__version__,
-        )
-        payload = _metrics_payload(facts, task, trainer, result, before, after, resumed_step, features)
+        payload = _metrics_payload(_run_facts(config, info, plan, precision, task), task, trainer, result, before,
+                                   after, resumed_step, features)
         write_metrics(config.output_dir / "metrics.json", payload)
         _say(info, f"wrote {config.output_dir / 'metrics.json'}")
     return 0
+
+
+def _run_facts(config: RunConfig, info: distributed.DistInfo, plan: StackPlan, precision: str, task: Task) -> RunFacts:
+    import torch
+    import transformers
+
+    return RunFacts(
+        task=task.name if config.task == "squad" else f"glue/{config.glue_task}",
+        model=config.model,
+        precision=precision,
+        stack=plan.stack,
+        ddp_backend=plan.backend,
+        world_size=info.world_size,
+        ranks_per_node=info.local_world_size,
+        threads_per_rank=torch.get_num_threads(),
+        torch_version=torch.__version__,
+        transformers_version=transformers.__version__,
+    )
 
 
 def _format(scores: dict[str, float]) -> str:

@@ -18,7 +18,7 @@ from .squad_features import (
     prepare_train_features,
 )
 from .squad_metrics import squad_scores
-from .tasks import cap
+from .sampling import cap
 
 _EVAL_ONLY_COLUMNS = ("example_id", "offset_mapping")
 

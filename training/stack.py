@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import importlib
-import re
 import importlib.metadata
 from dataclasses import dataclass
 
+from . import stack_rules
+
 STACKS = ("stock", "intel")
-BACKENDS = ("auto", "gloo", "ccl")
-# transformers accepted ddp_backend="ccl" for the last time in 5.0.0.
-_LAST_TRANSFORMERS_WITH_CCL = (5, 0, 0)
+BACKENDS = ("auto", *stack_rules.BACKENDS)
 
 
 @dataclass(frozen=True)
@@ -35,16 +34,6 @@ class StackError(ValueError):
     pass
 
 
-def _major_minor(version: str) -> tuple[int, ...]:
-    return _release(version)[:2]
-
-
-def _release(version: str) -> tuple[int, ...]:
-    """Leading numeric release: '5.0.0rc1' -> (5, 0, 0), '2.7.0+cpu' -> (2, 7, 0)."""
-    match = re.match(r"\d+(?:\.\d+)*", version.strip())
-    return tuple(int(p) for p in match.group(0).split(".")) if match else ()
-
-
 def _default_backend(stack: str) -> str:
     return "ccl" if stack == "intel" else "gloo"
 
@@ -60,7 +49,7 @@ def _check_intel(versions: Versions) -> None:
             "stack 'intel' needs oneccl_bindings_for_pytorch (oneccl_bind_pt), which is not "
             "importable; install the intel stack from ami/stacks.yaml or use --stack stock"
         )
-    if _major_minor(versions.ipex) != _major_minor(versions.torch):
+    if not stack_rules.built_for_torch(versions.ipex, versions.torch):
         raise StackError(
             f"stack 'intel': IPEX {versions.ipex} does not match torch {versions.torch} "
             "(IPEX must match torch major.minor)"
@@ -68,7 +57,7 @@ def _check_intel(versions: Versions) -> None:
 
 
 def _check_ccl_support(versions: Versions) -> None:
-    if _release(versions.transformers) > _LAST_TRANSFORMERS_WITH_CCL:
+    if not stack_rules.accepts_ccl(versions.transformers):
         raise StackError(
             f"ddp backend 'ccl' needs transformers <= 5.0.0, but {versions.transformers} is "
             "installed (ccl support was removed); use the intel stack's pins or --stack stock"
@@ -89,7 +78,7 @@ def plan_stack(
     if backend not in BACKENDS:
         raise StackError(f"unknown ddp backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     chosen = _default_backend(stack) if backend == "auto" else backend
-    if chosen == "ccl" and stack == "stock":
+    if chosen == "ccl" and not stack_rules.ccl_allowed(_default_backend(stack)):
         raise StackError("ddp backend 'ccl' needs --stack intel; the stock stack uses gloo")
     if stack == "intel":
         _check_intel(versions)

@@ -32,9 +32,3 @@ def make_task(config: Any) -> Task:
     from .glue_task import GlueTaskRunner
 
     return GlueTaskRunner(config)
-
-
-def cap(dataset: Any, limit: int | None) -> Any:
-    if limit is None or limit >= len(dataset):
-        return dataset
-    return dataset.select(range(limit))

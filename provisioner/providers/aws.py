@@ -13,15 +13,13 @@ from typing import TYPE_CHECKING, Any, Callable
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ..errors import ConfigError, ProviderError
-from ..stacks import get_stack
 from . import aws_images, aws_network, aws_teardown
 from .aws_clients import OPTIONAL_RETRIES, ApiCall, AwsClients, translated
 from .aws_instances import (LaunchSpec, describe_instances, launch_with_fallback, node_index,
                             parse_host_keys, plan_attempts, terminate_now, to_node)
 from .aws_preflight import resolve_ssh_cidr, run_preflight
-from .aws_pricing import (Plan, PlannedImage, PlannedInstances, PlannedResource, PlannedStack, PriceQuote,
-                          node_prices, quote, total_per_hour)
-from .base import Image, Node, PackageSource, Removed
+from .aws_pricing import node_prices, quote
+from .base import BaseImage, Image, Network, Node, PlannedResource, Prepared, PriceQuote, Provider, Removed
 
 if TYPE_CHECKING:
     from ..config import ClusterConfig
@@ -35,7 +33,7 @@ def checkip_caller_ip() -> str:
         return str(reply.read().decode().strip())
 
 
-class AwsProvider:
+class AwsProvider(Provider):
     name = "aws"
 
     def __init__(self, region: str, profile: str | None = None,
@@ -67,19 +65,36 @@ class AwsProvider:
         return self._resolved_cidrs[cidr]
 
     # -- preflight -------------------------------------------------------------------------
-    def preflight(self, cluster: "ClusterConfig") -> list[str]:
-        return run_preflight(self.clients, cluster, lambda: self.ssh_cidr(cluster))
+    def preflight(self, cluster: "ClusterConfig", *, for_plan: bool = False) -> list[str]:
+        return run_preflight(self.clients, cluster, lambda: self.ssh_cidr(cluster), require_base_image=not for_plan)
 
     # -- prepare: a pipeline of small named steps --------------------------------------------
-    def prepare(self, cluster: "ClusterConfig", public_key: str) -> dict[str, list[str]]:
+    def prepare(self, cluster: "ClusterConfig", public_key: str) -> Prepared:
         created: dict[str, list[str]] = {"key_pair": [], "security_group": [], "placement_group": []}
         with translated(f"preparing cluster {cluster.name} in {self.region}"):
             vpc_id = aws_network.resolve_vpc(self.ec2, cluster.vpc_id)
             self._configure_key_pair(cluster, public_key, created)
-            self._configure_security_group(cluster, vpc_id, created)
+            group_id = self._configure_security_group(cluster, vpc_id, created)
             if cluster.placement_group:
                 self._configure_placement_group(cluster, created)
-        return created
+            network = self._network(cluster, vpc_id, group_id)
+        return Prepared(created, network)
+
+    def _network(self, cluster: "ClusterConfig", vpc_id: str, group_id: str) -> Network:
+        subnets = aws_network.subnets_by_zone(self.ec2, vpc_id)
+        offered = aws_network.offered_zones(self.ec2, cluster.instance_types)
+        wanted = cluster.zones or list(subnets)
+        zones_by_type = {t: tuple(z for z in wanted if z in subnets and z in offered.get(t, set()))
+                         for t in cluster.instance_types}
+        return Network(vpc_id, group_id, subnets, zones_by_type)
+
+    def _find_network(self, cluster: "ClusterConfig") -> Network:
+        vpc_id = aws_network.resolve_vpc(self.ec2, cluster.vpc_id)
+        group = aws_network.find_security_group(self.ec2, cluster.name, vpc_id)
+        if group is None:
+            raise ProviderError(f"security group {aws_network.resource_name(cluster.name)} is missing",
+                                hint="preparing the cluster again re-creates it")
+        return self._network(cluster, vpc_id, group["GroupId"])
 
     def _configure_key_pair(self, cluster: "ClusterConfig", public_key: str, created: dict[str, list[str]]) -> None:
         result = aws_network.ensure_key_pair(self.ec2, cluster.name, public_key)
@@ -88,13 +103,14 @@ class AwsProvider:
         verb = "replaced (local key changed)" if result.replaced else "imported" if result.created else "reused"
         self.events(f"key pair {result.name}: {verb}")
 
-    def _configure_security_group(self, cluster: "ClusterConfig", vpc_id: str, created: dict[str, list[str]]) -> None:
+    def _configure_security_group(self, cluster: "ClusterConfig", vpc_id: str, created: dict[str, list[str]]) -> str:
         result = aws_network.ensure_security_group(self.ec2, cluster.name, vpc_id, self.ssh_cidr(cluster))
         if result.created:
             created["security_group"].append(result.id)
         changes = [f"+{r}" for r in result.authorized] + [f"-{r}" for r in result.revoked]
         self.events(f"security group {result.id} in {vpc_id}: {'created' if result.created else 'reused'}"
                     + (f" ({'; '.join(changes)})" if changes else ""))
+        return result.id
 
     def _configure_placement_group(self, cluster: "ClusterConfig", created: dict[str, list[str]]) -> None:
         result = aws_network.ensure_placement_group(self.ec2, cluster.name)
@@ -103,8 +119,17 @@ class AwsProvider:
         self.events(f"placement group {result.name} (cluster strategy): {'created' if result.created else 'reused'}")
 
     # -- images ----------------------------------------------------------------------------
-    def base_image_id(self, cluster: "ClusterConfig") -> str:
-        """What the nodes start from: the given AMI, else Ubuntu 24.04 from SSM (ConfigError if missing)."""
+    def base_image(self, cluster: "ClusterConfig") -> BaseImage:
+        """What the nodes start from: the given AMI, else Ubuntu 24.04 from SSM."""
+        if cluster.image.startswith("ami-"):
+            return BaseImage(cluster.image)
+        try:
+            with translated("reading the Ubuntu 24.04 image id from SSM"):
+                return BaseImage(aws_images.base_image_id(self.clients.client("ssm")))
+        except ConfigError:
+            return BaseImage(None, "SSM parameter missing")
+
+    def _base_image_id(self, cluster: "ClusterConfig") -> str:
         if cluster.image.startswith("ami-"):
             return cluster.image
         with translated("reading the Ubuntu 24.04 image id from SSM"):
@@ -138,14 +163,16 @@ class AwsProvider:
             return aws_images.purge_images(self.ec2, cluster.name)
 
     # -- instances -------------------------------------------------------------------------
-    def launch(self, cluster: "ClusterConfig", count: int, image: Image | None, role: str,
-               first_index: int) -> list[Node]:
+    def launch(self, cluster: "ClusterConfig", count: int, image: Image | None, role: str, first_index: int,
+               network: Network | None = None) -> list[Node]:
         if count <= 0:
             return []
         doing = f"launching {count} {role} node(s) for {cluster.name}"
         with translated(doing):
-            spec, zones_by_type = self._launch_spec(cluster, count, image, role, first_index)
+            network = network or self._find_network(cluster)
+            spec = self._launch_spec(cluster, network, count, image, role, first_index)
         market = cluster.effective_master_market if role == "master" else cluster.market
+        zones_by_type = {t: list(z) for t, z in network.zones_by_type.items()}
         attempts = plan_attempts(cluster.instance_types, zones_by_type, market, cluster.on_demand_fallback)
         launched = launch_with_fallback(self.ec2, spec, attempts, self.instance_wait, self.events,
                                         run_client=self.clients.ec2_no_retries, sleep=self.sleep)
@@ -158,30 +185,19 @@ class AwsProvider:
             raise
         return sorted((to_node(r, cluster.ssh.address) for r in raws), key=node_index)
 
-    def _launch_spec(self, cluster: "ClusterConfig", count: int, image: Image | None, role: str,
-                     first_index: int) -> tuple[LaunchSpec, dict[str, list[str]]]:
-        ec2 = self.ec2
-        image_id = image.id if image is not None else self.base_image_id(cluster)
-        raw_image = aws_images.describe_image(ec2, image_id)
+    def _launch_spec(self, cluster: "ClusterConfig", network: Network, count: int, image: Image | None,
+                     role: str, first_index: int) -> LaunchSpec:
+        image_id = image.id if image is not None else self._base_image_id(cluster)
+        raw_image = aws_images.describe_image(self.ec2, image_id)
         if raw_image is None:
             raise ProviderError(f"image {image_id} not found in {self.region}")
-        vpc_id = aws_network.resolve_vpc(ec2, cluster.vpc_id)
-        group = aws_network.find_security_group(ec2, cluster.name, vpc_id)
-        if group is None:
-            raise ProviderError(f"security group {aws_network.resource_name(cluster.name)} is missing",
-                                hint="run `xeoncluster up` again; it re-creates it")
-        subnets = aws_network.subnets_by_zone(ec2, vpc_id)
-        offered = aws_network.offered_zones(ec2, cluster.instance_types)
-        wanted = cluster.zones or list(subnets)
-        zones_by_type = {t: [z for z in wanted if z in subnets and z in offered.get(t, set())]
-                         for t in cluster.instance_types}
-        spec = LaunchSpec(
+        return LaunchSpec(
             cluster=cluster.name, role=role, count=count, first_index=first_index, image_id=image_id,
             root_device=raw_image.get("RootDeviceName", "/dev/sda1"), root_gib=cluster.root_volume_gib,
-            key_name=aws_network.resource_name(cluster.name), security_group_id=group["GroupId"],
-            subnets=subnets, placement_group=aws_network.resource_name(cluster.name) if cluster.placement_group else None,
+            key_name=aws_network.resource_name(cluster.name), security_group_id=str(network.security_group_id),
+            subnets=dict(network.subnets),
+            placement_group=aws_network.resource_name(cluster.name) if cluster.placement_group else None,
             public_ip=cluster.ssh.address == "public")
-        return spec, zones_by_type
 
     def nodes(self, cluster: "ClusterConfig") -> list[Node]:
         """The cluster's live instances, from tags, each with its estimated $/hour."""
@@ -196,10 +212,6 @@ class AwsProvider:
         except (ClientError, BotoCoreError):
             return []
         return parse_host_keys(output)
-
-    def package_source(self, cluster: "ClusterConfig", packages: list[str], index_urls: list[str]) -> PackageSource:
-        # Real nodes reach the public indexes; no wheelhouse is needed on AWS.
-        return PackageSource(pip_args=tuple(arg for url in index_urls for arg in ("--extra-index-url", url)))
 
     # -- teardown --------------------------------------------------------------------------
     def terminate(self, cluster: "ClusterConfig") -> Removed:
@@ -227,38 +239,12 @@ class AwsProvider:
         with translated("reading prices"):
             return quote(self.ec2, self._pricing(), cluster.instance_types, self.region)
 
-    def plan(self, cluster: "ClusterConfig", key_for: Callable[[str], str]) -> Plan:
-        """What `up` would do, as a value. Read-only calls only.
-
-        `key_for(base_image_id)` is the image key (the lifecycle owns its recipe). The same checks
-        as `up` run first, except that a missing Ubuntu SSM parameter is a note here, not an error.
-        """
-        checks = run_preflight(self.clients, cluster, lambda: self.ssh_cidr(cluster), require_base_image=False)
-        with translated(f"planning {cluster.name} in {self.region}"):
-            resources = self._planned_resources(cluster)
-            image = self._planned_image(cluster, key_for)
-        prices = self.prices(cluster)
-        first = cluster.instance_types[0]
-        base = image.base_id or f"unknown ({image.base_note})"
-        master_image = base if image.source == "base+bake" else image.id or base
-        worker_image = "baked from node0" if image.source == "base+bake" else image.id or base
-        groups = [
-            PlannedInstances("master", 1, first, cluster.effective_master_market, master_image,
-                             prices[first].for_market(cluster.effective_master_market)),
-            PlannedInstances("worker", cluster.nodes - 1, first, cluster.market, worker_image,
-                             prices[first].for_market(cluster.market)),
-        ]
-        notes = tuple(f"fallback instance type: {t}" for t in cluster.instance_types[1:])
-        if cluster.market == "spot":
-            notes += ("spot falls back to on-demand when no capacity" if cluster.on_demand_fallback
-                      else "spot only: set on_demand_fallback: true to fall back to on-demand",)
-        stack = get_stack(cluster.stack)
-        return Plan(cluster.name, self.region, tuple(resources), tuple(g for g in groups if g.count), image,
-                    total_per_hour(groups), prices, notes + tuple(checks),
-                    PlannedStack(stack.name, stack.backend, stack.packages))
-
-    def _planned_resources(self, cluster: "ClusterConfig") -> list[PlannedResource]:
+    def planned_resources(self, cluster: "ClusterConfig") -> list[PlannedResource]:
         ec2, name = self.ec2, aws_network.resource_name(cluster.name)
+        with translated(f"planning {cluster.name} in {self.region}"):
+            return self._planned_resources(ec2, name, cluster)
+
+    def _planned_resources(self, ec2: Any, name: str, cluster: "ClusterConfig") -> list[PlannedResource]:
         vpc_id = aws_network.resolve_vpc(ec2, cluster.vpc_id)
         has_key = bool(ec2.describe_key_pairs(Filters=[{"Name": "key-name", "Values": [name]}])["KeyPairs"])
         has_group = aws_network.find_security_group(ec2, cluster.name, vpc_id) is not None
@@ -271,20 +257,3 @@ class AwsProvider:
             found = ec2.describe_placement_groups(Filters=[{"Name": "group-name", "Values": [name]}]).get("PlacementGroups")
             resources.append(PlannedResource("placement_group", name, "reuse" if found else "create", "strategy cluster"))
         return resources
-
-    def _planned_image(self, cluster: "ClusterConfig", key_for: Callable[[str], str]) -> PlannedImage:
-        if cluster.image.startswith("ami-"):
-            return PlannedImage(key_for(cluster.image), cluster.image, "explicit", None)
-        source = "base" if cluster.image == "none" else "base+bake"
-        try:
-            base = aws_images.base_image_id(self.clients.client("ssm"))
-        except ConfigError:
-            # Without the base there is no image key either, so no cached image can be looked up.
-            return PlannedImage(None, None, source, None, "SSM parameter missing")
-        key = key_for(base)
-        if cluster.image == "none":
-            return PlannedImage(key, base, "base", base)
-        cached = aws_images.find_image(self.ec2, key)
-        if cached is not None:
-            return PlannedImage(key, cached.id, "cached", base)
-        return PlannedImage(key, None, source, base)

@@ -1,78 +1,16 @@
-"""Prices (spot history, Pricing API, catalog fallback) and the dry-run Plan value."""
+"""Prices: spot history, the Pricing API, and the catalog when the API cannot be read."""
 from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from .. import catalog
 from .aws_clients import paginate
-from .base import Node
+from .base import Node, PriceQuote
 
 PRICING_REGION = "us-east-1"
-
-
-@dataclass(frozen=True)
-class PriceQuote:
-    instance_type: str
-    spot_usd_per_hour: float | None = None
-    spot_zone: str | None = None
-    on_demand_usd_per_hour: float | None = None
-    on_demand_source: str | None = None  # "pricing-api" | "catalog" | None
-
-    def for_market(self, market: str) -> float | None:
-        return self.spot_usd_per_hour if market == "spot" else self.on_demand_usd_per_hour
-
-
-@dataclass(frozen=True)
-class PlannedResource:
-    kind: str
-    name: str
-    action: str  # "create" | "reuse"
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class PlannedInstances:
-    role: str
-    count: int
-    instance_type: str
-    market: str
-    image: str
-    usd_per_hour: float | None
-
-
-@dataclass(frozen=True)
-class PlannedImage:
-    key: str | None  # None when the base image is unknown (so is the key)
-    id: str | None
-    source: str  # "cached" | "explicit" | "base+bake" | "base"
-    base_id: str | None
-    base_note: str = ""  # why base_id is None, e.g. "SSM parameter missing"
-
-
-@dataclass(frozen=True)
-class PlannedStack:
-    name: str
-    backend: str
-    packages: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Plan:
-    cluster: str
-    region: str
-    resources: tuple[PlannedResource, ...]
-    instances: tuple[PlannedInstances, ...]
-    image: PlannedImage
-    usd_per_hour: float | None
-    prices: dict[str, PriceQuote] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-    stack: PlannedStack | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def spot_prices_by_zone(ec2: Any, instance_types: list[str]) -> dict[tuple[str, str], float]:
@@ -156,9 +94,3 @@ def _on_demand(pricing: Any | None, instance_type: str, region: str) -> tuple[fl
             pass
     known = catalog.lookup(instance_type)
     return (known.on_demand_usd_per_hour, "catalog") if known else (None, None)
-
-
-def total_per_hour(groups: list[PlannedInstances]) -> float | None:
-    if any(g.usd_per_hour is None for g in groups if g.count):
-        return None
-    return round(sum((g.usd_per_hour or 0.0) * g.count for g in groups), 6)

@@ -61,7 +61,7 @@ def _delete_group_with_backoff(ec2: Any, group_id: str, sleep: Callable[[float],
                 return
             if code != "DependencyViolation" or delay is None:
                 raise ProviderError(f"deleting security group {group_id}: {error_text(exc)}",
-                                    hint="run `xeoncluster down` again in a minute") from exc
+                                    hint="the group is still in use; run down again in a minute") from exc
             events(f"security group {group_id} still in use; retrying in {delay}s")
             sleep(delay)
 

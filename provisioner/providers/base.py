@@ -1,11 +1,14 @@
-"""What every provider returns and the small interface the lifecycle drives.
+"""What every provider returns, and the one interface the commands drive.
 
-A provider owns machines. It knows nothing about SSH sessions, playbooks or training.
+A provider owns machines. It knows nothing about SSH sessions, playbooks, pip or the CLI.
+Every operation is declared here; an optional capability has a default that says plainly that
+the provider does not support it, so no caller ever asks `getattr(provider, ...)`.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, ClassVar, Mapping
 
 if TYPE_CHECKING:
     from ..config import ClusterConfig
@@ -41,6 +44,30 @@ class Image:
 
 
 @dataclass(frozen=True)
+class BaseImage:
+    """What nodes start from before any bake; `id` is None when it cannot be known (then `note` says why)."""
+
+    id: str | None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Network:
+    """What launches need, found once by prepare() so that each launch does not look it up again."""
+
+    vpc_id: str | None = None
+    security_group_id: str | None = None
+    subnets: Mapping[str, str] = field(default_factory=dict)  # zone -> subnet id
+    zones_by_type: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    created: dict[str, list[str]]  # ids this call created, by kind: state records them before the next step
+    network: Network = field(default_factory=Network)
+
+
+@dataclass(frozen=True)
 class Removed:
     """What terminate() removed, by kind, so the CLI can print it."""
 
@@ -58,41 +85,85 @@ class Removed:
 
 
 @dataclass(frozen=True)
-class PackageSource:
-    """Where a node's pip gets the stack from: real indexes on clouds, a wheelhouse locally."""
-
-    pip_args: tuple[str, ...]
-
-
-class Provider(Protocol):
+class PlannedResource:
+    kind: str
     name: str
+    action: str  # "create" | "reuse"
+    detail: str = ""
 
-    def preflight(self, cluster: "ClusterConfig") -> list[str]:
-        """Read-only checks; raise ConfigError on bad input. Returns notes to show the user."""
-        ...
 
-    def prepare(self, cluster: "ClusterConfig", public_key: str) -> dict[str, list[str]]:
-        """Key pair, security group or bridge; idempotent. Returns the ids it created."""
-        ...
+@dataclass(frozen=True)
+class PriceQuote:
+    instance_type: str
+    spot_usd_per_hour: float | None = None
+    spot_zone: str | None = None
+    on_demand_usd_per_hour: float | None = None
+    on_demand_source: str | None = None  # "pricing-api" | "catalog" | None
 
+    def for_market(self, market: str) -> float | None:
+        return self.spot_usd_per_hour if market == "spot" else self.on_demand_usd_per_hour
+
+
+class Provider(ABC):
+    name: ClassVar[str]
+    # Nodes that are this machine (namespaces) share its OS packages and files, and reach no
+    # network beyond the cluster: OS changes are only checked, and packages come from the host.
+    shares_host: ClassVar[bool] = False
+
+    @abstractmethod
+    def preflight(self, cluster: "ClusterConfig", *, for_plan: bool = False) -> list[str]:
+        """Read-only checks; raise ConfigError on bad input. Returns notes to show the user.
+        `for_plan`: a missing base image is a note, not an error (the plan still shows the rest)."""
+
+    @abstractmethod
+    def prepare(self, cluster: "ClusterConfig", public_key: str) -> Prepared:
+        """Key pair, security group or bridge; idempotent."""
+
+    @abstractmethod
     def find_image(self, key: str) -> Image | None: ...
 
+    @abstractmethod
     def get_image(self, image_id: str) -> Image | None: ...
 
-    def launch(self, cluster: "ClusterConfig", count: int, image: Image | None, role: str, first_index: int) -> list[Node]: ...
+    @abstractmethod
+    def launch(self, cluster: "ClusterConfig", count: int, image: Image | None, role: str, first_index: int,
+               network: Network | None = None) -> list[Node]:
+        """`network`: what prepare() returned; looked up again when not given."""
 
+    @abstractmethod
     def bake(self, cluster: "ClusterConfig", node: Node, key: str) -> Image: ...
 
-    def nodes(self, cluster: "ClusterConfig") -> list[Node]: ...
+    @abstractmethod
+    def nodes(self, cluster: "ClusterConfig") -> list[Node]:
+        """From the provider's own truth (tags, namespaces), never from local state."""
 
-    def host_keys(self, node: Node) -> list[str]:
-        """Host public keys learnt out of band (e.g. console output); empty means trust on first use."""
-        ...
+    @abstractmethod
+    def terminate(self, cluster: "ClusterConfig") -> Removed:
+        """Everything the cluster owns; idempotent."""
 
-    def package_source(self, cluster: "ClusterConfig", packages: list[str], index_urls: list[str]) -> PackageSource: ...
-
-    def terminate(self, cluster: "ClusterConfig") -> Removed: ...
-
+    @abstractmethod
     def images(self) -> list[Image]: ...
 
+    @abstractmethod
     def remove_image(self, image_id: str) -> Removed: ...
+
+    # -- optional capabilities ---------------------------------------------------------------
+    def base_image(self, cluster: "ClusterConfig") -> BaseImage:
+        """Not supported: nodes start from this machine's own OS."""
+        return BaseImage(f"{self.name}-host")
+
+    def host_keys(self, node: Node) -> list[str]:
+        """Not supported: no out-of-band host keys, so they are trusted on first use."""
+        return []
+
+    def purge_images(self, cluster: "ClusterConfig") -> Removed:
+        """Not supported: the provider's images are not tied to the cluster that baked them."""
+        return Removed()
+
+    def planned_resources(self, cluster: "ClusterConfig") -> list[PlannedResource]:
+        """Not supported: the provider creates nothing but the nodes."""
+        return []
+
+    def prices(self, cluster: "ClusterConfig") -> dict[str, PriceQuote]:
+        """Not supported: nodes cost nothing per hour."""
+        return {}

@@ -6,73 +6,34 @@ missing there. Images are folders holding a baked home.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
 from ..errors import ConfigError, ProviderError
 from . import local_net as net
-from .base import Image, Node, PackageSource, Removed
+from .base import Image, Network, Node, PlannedResource, Prepared, Provider, Removed
+from .local_node import (SSHD, NodePaths, cpu_list, node_boot_script, remove_tree, sshd_config, sshd_pid,
+                         stray_sshd_pids, wait_for_port)
 
 if TYPE_CHECKING:
     from ..config import ClusterConfig
 
 REQUIRED_TOOLS = ("ip", "unshare", "nsenter", "ssh-keygen", "tar")
-SSHD = "/usr/sbin/sshd"
-LOCAL_PYTHON = "3.11"
 
 
-@dataclass(frozen=True)
-class NodePaths:
-    root: Path
-
-    @property
-    def host_key(self) -> Path:
-        return self.root / "ssh_host_ed25519_key"
-
-    @property
-    def sshd_config(self) -> Path:
-        return self.root / "sshd_config"
-
-    @property
-    def pid_file(self) -> Path:
-        return self.root / "sshd.pid"
-
-    @property
-    def upper(self) -> Path:
-        return self.root / "upper"
-
-    @property
-    def work(self) -> Path:
-        return self.root / "work"
-
-    @property
-    def hostname(self) -> Path:
-        return self.root / "hostname"
-
-    @property
-    def meta(self) -> Path:
-        return self.root / "node.json"
-
-
-class LocalProvider:
+class LocalProvider(Provider):
     name = "local"
-    applies_os_steps = False
+    shares_host = True
 
-    def __init__(self, root: Path, events: Callable[[str], None] = lambda _m: None,
-                 wheel_cache: Path = Path("/var/cache/xeoncluster/wheels")) -> None:
+    def __init__(self, root: Path, events: Callable[[str], None] = lambda _m: None) -> None:
         self.root = root
         self.events = events
-        self.wheel_cache = wheel_cache
 
     # --- layout -----------------------------------------------------------------------------
     def cluster_dir(self, cluster: str) -> Path:
@@ -103,7 +64,7 @@ class LocalProvider:
             yield
 
     # --- checks -----------------------------------------------------------------------------
-    def preflight(self, cluster: "ClusterConfig") -> list[str]:
+    def preflight(self, cluster: "ClusterConfig", *, for_plan: bool = False) -> list[str]:
         if os.geteuid() != 0:
             raise ConfigError("the local provider needs root (it creates network namespaces and mounts)",
                               hint="run it as root, e.g. with sudo")
@@ -135,17 +96,24 @@ class LocalProvider:
                                   hint="choose another private local.subnet")
 
     # --- resources --------------------------------------------------------------------------
-    def prepare(self, cluster: "ClusterConfig", public_key: str) -> dict[str, list[str]]:
+    def prepare(self, cluster: "ClusterConfig", public_key: str) -> Prepared:
         self.empty_lower.mkdir(parents=True, exist_ok=True)
         self.cluster_dir(cluster.name).mkdir(parents=True, exist_ok=True)
         self.hosts_file(cluster.name).touch()
         (self.cluster_dir(cluster.name) / "authorized_keys").write_text(public_key + "\n")
         with self._host_lock():
             created = net.ensure_bridge(cluster.local.subnet)
-        return {"bridge": [net.bridge_name(cluster.local.subnet)]} if created else {}
+        return Prepared({"bridge": [net.bridge_name(cluster.local.subnet)]} if created else {})
 
-    def launch(self, cluster: "ClusterConfig", count: int, image: Image | None, role: str,
-               first_index: int) -> list[Node]:
+    def planned_resources(self, cluster: "ClusterConfig") -> list[PlannedResource]:
+        bridge = net.bridge_name(cluster.local.subnet)
+        exists = net.sh(["ip", "link", "show", bridge], check=False).returncode == 0
+        return [PlannedResource("bridge", bridge, "reuse" if exists else "create", cluster.local.subnet),
+                PlannedResource("namespaces", f"xc-{cluster.name}-node0..{cluster.nodes - 1}", "create",
+                                "one sshd per node, no route off the bridge")]
+
+    def launch(self, cluster: "ClusterConfig", count: int, image: Image | None, role: str, first_index: int,
+               network: Network | None = None) -> list[Node]:
         names = [f"node{first_index + i}" for i in range(count)]
         with self._host_lock():
             ips = net.allocate_ips(cluster.local.subnet, count)
@@ -215,15 +183,6 @@ class LocalProvider:
         cluster, _, name = node.id[len(net.NETNS_PREFIX):].rpartition("-")
         pub = self.node_paths(cluster, name).host_key.with_suffix(".pub")
         return [" ".join(pub.read_text().split()[:2])] if pub.exists() else []
-
-    def package_source(self, cluster: "ClusterConfig", packages: list[str], index_urls: list[str]) -> PackageSource:
-        """Nodes have no network, so the host fills a wheelhouse they read; index_urls are not needed."""
-        digest = hashlib.sha256("\n".join(sorted(packages)).encode()).hexdigest()[:16]
-        house = self.wheel_cache / digest
-        if not (house / ".complete").exists():
-            self.events(f"downloading {len(packages)} pinned packages into {house} (once per stack)")
-            fill_wheelhouse(house, packages)
-        return PackageSource(("--no-index", "--find-links", str(house)))
 
     def terminate(self, cluster: "ClusterConfig") -> Removed:
         removed: dict[str, list[str]] = {"namespaces": [], "processes": [], "bridge": []}
@@ -296,108 +255,8 @@ class LocalProvider:
                  if json.loads(p.read_text()).get("lower") == str(folder / "home")]
         if users:
             raise ProviderError(f"image {image_id} is in use by running nodes ({', '.join(sorted(users))})",
-                                hint="run `xeoncluster down` on the cluster that uses it first")
+                                hint="remove the cluster that uses it first")
         remove_tree(folder)
         return Removed({"images": [image_id]})
 
 
-def remove_tree(path: Path) -> None:
-    # rm -rf is several times faster than shutil.rmtree on a venv's tens of thousands of files.
-    subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=False)
-
-
-def wait_for_port(host: str, port: int, timeout: float) -> None:
-    import socket
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection((host, port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise ProviderError(f"sshd on {host} did not come back within {timeout:.0f}s")
-
-
-def cpu_list(cpus_per_node: int | None, nodes: int, index: int) -> str | None:
-    """CPUs for node `index`. Unset means an even share: nodes on one machine share its cores, and
-    each node's topology probe must see only its share or every rank would claim every core."""
-    total = len(os.sched_getaffinity(0))
-    per_node = cpus_per_node or max(1, total // nodes)
-    if per_node >= total:
-        return None
-    allowed = sorted(os.sched_getaffinity(0))
-    first = (index * per_node) % total
-    return ",".join(str(allowed[(first + i) % total]) for i in range(per_node))
-
-
-def sshd_config(ip: str, paths: NodePaths) -> str:
-    return "\n".join([
-        f"ListenAddress {ip}",
-        "Port 22",
-        f"HostKey {paths.host_key}",
-        f"PidFile {paths.pid_file}",
-        "PermitRootLogin prohibit-password",
-        "PasswordAuthentication no",
-        "KbdInteractiveAuthentication no",
-        "UsePAM no",
-        "AuthorizedKeysFile .ssh/authorized_keys",
-        "Subsystem sftp internal-sftp",
-        # MPI and parallel fan-out open many sessions at once.
-        "MaxStartups 200:30:400",
-        "MaxSessions 64",
-        "LogLevel ERROR",
-        "",
-    ])
-
-
-def node_boot_script(name: str, hosts: Path, paths: NodePaths, lower: Path) -> str:
-    overlay = f"lowerdir={lower},upperdir={paths.upper},workdir={paths.work}"
-    return " && ".join([
-        f"hostname {name}",
-        f"mount --bind {hosts} /etc/hosts",
-        f"mount --bind {paths.hostname} /etc/hostname",
-        f"mount -t overlay overlay -o {overlay} /root",
-        f"exec {SSHD} -f {paths.sshd_config}",
-    ])
-
-
-def sshd_pid(paths: NodePaths) -> int | None:
-    try:
-        pid = int(paths.pid_file.read_text().strip())
-    except (OSError, ValueError):
-        return None
-    return pid if net._alive(pid) else None
-
-
-def stray_sshd_pids(cluster_dir: Path) -> list[int]:
-    """sshd daemons whose config lives under this cluster's folder, even if their namespace is gone."""
-    needle = str(cluster_dir) + "/"
-    pids = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if cmdline.startswith(SSHD) and needle in cmdline:
-            pids.append(int(proc.name))
-    return pids
-
-
-def fill_wheelhouse(house: Path, packages: list[str]) -> None:
-    staging = house.with_name(house.name + ".partial")
-    staging.mkdir(parents=True, exist_ok=True)
-    argv = [sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(staging), *packages]
-    if f"{sys.version_info.major}.{sys.version_info.minor}" != LOCAL_PYTHON:
-        argv[5:5] = ["--only-binary=:all:", "--python-version", LOCAL_PYTHON]
-    result = subprocess.run(argv, capture_output=True, text=True)
-    if result.returncode != 0:
-        errors = [ln for ln in result.stderr.splitlines() if ln.startswith("ERROR:")] or ["pip download failed"]
-        tail = errors[0].removeprefix("ERROR: ")
-        raise ProviderError(f"could not fill the local wheelhouse: {tail}",
-                            hint="the local provider needs PyPI access once per stack to download the pinned packages")
-    (staging / ".complete").touch()
-    shutil.rmtree(house, ignore_errors=True)
-    staging.rename(house)

@@ -44,7 +44,7 @@ def test_plan_json_with_an_on_demand_master_and_a_cached_image(xc, ec2, aws, xc_
     run = xc("plan", "--nodes", "4", "--json")
     assert run.code == 0, run.err
     plan = json.loads(run.out)
-    assert plan["image"] == {"key": stock_image_key(), "id": image, "source": "cached", "base_id": UBUNTU_AMI,
+    assert plan["image"] == {"key": stock_image_key(), "id": image, "action": "reuse", "base_id": UBUNTU_AMI,
                              "base_note": ""}
     assert [(i["role"], i["count"], i["market"], i["image"], i["usd_per_hour"]) for i in plan["instances"]] == [
         ("master", 1, "on-demand", image, 0.357), ("worker", 3, "spot", image, 0.00001)]
@@ -74,7 +74,7 @@ def test_plan_with_a_given_image_needs_no_ssm_parameter(xc, aws, xc_home, shell)
     # moto's stock AMIs exist in every region.
     assert run.code == 0, run.err
     plan = json.loads(run.out)
-    assert (plan["image"]["source"], plan["image"]["id"]) == ("explicit", UBUNTU_AMI)
+    assert (plan["image"]["action"], plan["image"]["id"]) == ("given", UBUNTU_AMI)
     assert all("Ubuntu" not in note for note in plan["notes"])
     assert_touched_nothing(aws, xc_home, shell)
 

@@ -85,9 +85,12 @@ def test_bake_failure_is_a_provider_error(provider, aws, master):
 
 
 def test_base_image_from_ssm(provider):
-    assert provider.base_image_id(cluster_config()) == UBUNTU_AMI
+    assert provider.base_image(cluster_config()).id == UBUNTU_AMI
 
 
-def test_base_image_missing_is_a_config_error(make_provider):
+def test_base_image_missing_is_unknown_and_preflight_refuses_it(make_provider):
+    provider = make_provider(region="eu-west-1")
+    base = provider.base_image(cluster_config(region="eu-west-1"))
+    assert (base.id, base.note) == (None, "SSM parameter missing")
     with pytest.raises(ConfigError, match="no Ubuntu 24.04 image"):
-        make_provider(region="eu-west-1").base_image_id(cluster_config(region="eu-west-1"))
+        provider.preflight(cluster_config(region="eu-west-1"))

@@ -117,13 +117,13 @@ def test_private_address_and_node_names_past_nine(provider):
 
 def test_prepare_is_idempotent_and_follows_a_new_ip(make_provider, ec2, aws, events):
     cluster = cluster_config()
-    first = make_provider().prepare(cluster, PUBLIC_KEY)
+    first = make_provider().prepare(cluster, PUBLIC_KEY).created
     assert first["key_pair"] == ["xeoncluster-t1"] and len(first["security_group"]) == 1
     aws.clear()
-    again = make_provider().prepare(cluster, PUBLIC_KEY)
+    again = make_provider().prepare(cluster, PUBLIC_KEY).created
     assert again == {"key_pair": [], "security_group": [], "placement_group": []}
     assert aws.mutating() == []
-    moved = make_provider(caller_ip=lambda: "198.51.100.9").prepare(cluster, PUBLIC_KEY)
+    moved = make_provider(caller_ip=lambda: "198.51.100.9").prepare(cluster, PUBLIC_KEY).created
     assert moved["security_group"] == []
     group = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": ["xeoncluster-t1"]}])["SecurityGroups"][0]
     ssh = next(p for p in group["IpPermissions"] if p["IpProtocol"] == "tcp")
@@ -135,7 +135,7 @@ def test_changed_public_key_replaces_the_key_pair(provider, ec2, events):
     cluster = cluster_config()
     provider.prepare(cluster, PUBLIC_KEY)
     other = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB2c8E3qgVY2y8GJxkxPx5w1f8pFJ2u6v9c6pD0dK6bW other"
-    created = provider.prepare(cluster, other)
+    created = provider.prepare(cluster, other).created
     assert created["key_pair"] == ["xeoncluster-t1"]
     assert any("replaced" in e for e in events)
 
@@ -150,7 +150,7 @@ def test_foreign_security_group_is_not_adopted(provider, ec2):
 
 def test_placement_group(provider, aws):
     cluster = cluster_config(nodes=2, placement_group=True)
-    created = provider.prepare(cluster, PUBLIC_KEY)
+    created = provider.prepare(cluster, PUBLIC_KEY).created
     assert created["placement_group"] == ["xeoncluster-t1"]
     group = aws.placement_groups["xeoncluster-t1"]
     assert group["Strategy"] == "cluster" and {"Key": TAG_CLUSTER, "Value": "t1"} in group["Tags"]
@@ -191,8 +191,3 @@ def test_host_keys_from_console(provider, aws):
 
     aws.handle = handle
     assert provider.host_keys(node) == ["ecdsa-sha2-nistp256 AAAAE2VjZHNh", "ssh-ed25519 AAAAC3Nza"]
-
-
-def test_package_source(provider):
-    source = provider.package_source(cluster_config(), ["torch"], ["https://a.example/simple", "https://b.example/simple"])
-    assert source.pip_args == ("--extra-index-url", "https://a.example/simple", "--extra-index-url", "https://b.example/simple")

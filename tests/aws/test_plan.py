@@ -1,26 +1,29 @@
-"""plan() and prices(): values describing what `up` would do, with no mutating call."""
+"""The plan command and prices(): values describing what `up` would do, with no mutating call."""
 from __future__ import annotations
 
 import json
 
-from aws_helpers import PUBLIC_KEY, UBUNTU_AMI, cluster_config
-
-KEY = "b" * 64
-
-
-def key_for(base):
-    return KEY
+from aws_helpers import PUBLIC_KEY, UBUNTU_AMI, cluster_config, stock_image_key
+from provisioner.commands import plan as plan_cmd
+from provisioner.context import CommandContext
+from provisioner.progress import Reporter
+from provisioner.state import StateDir
 
 
-def test_plan_for_a_fresh_cluster(provider, aws):
+def make_plan(provider, cluster, tmp_path):
+    ctx = CommandContext(cluster, StateDir(cluster.name, tmp_path), provider, Reporter())
+    return plan_cmd.run(ctx)
+
+
+def test_plan_for_a_fresh_cluster(provider, aws, tmp_path):
     cluster = cluster_config(nodes=4, placement_group=True, master_market="on-demand",
                              instance_types=["c7i.2xlarge", "c6i.2xlarge"], on_demand_fallback=True)
-    plan = provider.plan(cluster, key_for)
+    plan = make_plan(provider, cluster, tmp_path)
     assert aws.mutating(service=None) == []
     assert [(r.kind, r.action) for r in plan.resources] == [
         ("key_pair", "create"), ("security_group", "create"), ("placement_group", "create")]
     assert "tcp/22 from 203.0.113.7/32" in plan.resources[1].detail
-    assert (plan.image.source, plan.image.id, plan.image.base_id) == ("base+bake", None, UBUNTU_AMI)
+    assert (plan.image.action, plan.image.image, plan.image.base_id) == ("bake", None, UBUNTU_AMI)
     master, workers = plan.instances
     assert (master.role, master.count, master.market, master.image) == ("master", 1, "on-demand", UBUNTU_AMI)
     assert (workers.role, workers.count, workers.market, workers.image) == ("worker", 3, "spot", "baked from node0")
@@ -32,22 +35,22 @@ def test_plan_for_a_fresh_cluster(provider, aws):
     json.dumps(plan.to_dict())
 
 
-def test_plan_reuses_what_exists(provider, aws):
+def test_plan_reuses_what_exists(provider, aws, tmp_path):
     cluster = cluster_config(nodes=2)
     provider.prepare(cluster, PUBLIC_KEY)
     node = provider.launch(cluster, 1, None, "master", 0)[0]
-    image = provider.bake(cluster, node, KEY)
+    image = provider.bake(cluster, node, stock_image_key())
     aws.clear()
-    plan = provider.plan(cluster, key_for)
+    plan = make_plan(provider, cluster, tmp_path)
     assert aws.mutating(service=None) == []
     assert [r.action for r in plan.resources] == ["reuse", "reuse"]
-    assert (plan.image.source, plan.image.id) == ("cached", image.id)
+    assert (plan.image.action, plan.image.image.id) == ("reuse", image.id)
     assert [i.image for i in plan.instances] == [image.id, image.id]
 
 
-def test_plan_with_explicit_image(provider):
-    plan = provider.plan(cluster_config(image=UBUNTU_AMI, nodes=1), key_for)
-    assert (plan.image.source, plan.image.id) == ("explicit", UBUNTU_AMI)
+def test_plan_with_explicit_image(provider, tmp_path):
+    plan = make_plan(provider, cluster_config(image=UBUNTU_AMI, nodes=1), tmp_path)
+    assert (plan.image.action, plan.image.image.id) == ("given", UBUNTU_AMI)
     assert len(plan.instances) == 1
 
 

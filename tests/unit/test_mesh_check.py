@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from provisioner.errors import XeonClusterError
-from provisioner.node_setup import check_mesh
+from provisioner.commands.up_nodes import check_mesh
 from provisioner.providers.base import Node
 from provisioner.remote import CommandResult
 

@@ -10,8 +10,8 @@ import pytest
 from provisioner.cli import main
 from provisioner.errors import ConfigError
 from provisioner.stacks import check_stack, get_stack
-from provisioner.train import (TrainRequest, check_request, dry_run_plan, failure_line, parse_env,
-                               requested_backend)
+from provisioner.commands.train import failure_line
+from provisioner.train_plan import TrainRequest, check_request, dry_run_plan, parse_env, requested_backend
 
 
 def test_dry_run_for_four_two_socket_nodes() -> None:

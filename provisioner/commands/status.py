@@ -1,0 +1,53 @@
+"""`xeoncluster status`: each node from the provider's truth, and whether it answers over SSH."""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..context import CommandContext
+from ..errors import XeonClusterError
+from ..providers.base import Node
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    node: Node
+    answers: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class StatusResult:
+    cluster: str
+    provider: str
+    nodes: tuple[NodeStatus, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"cluster": self.cluster, "provider": self.provider,
+                "nodes": [asdict(r.node) | {"answers": r.answers, "detail": r.detail} for r in self.nodes]}
+
+
+def run(ctx: CommandContext) -> StatusResult:
+    nodes = ctx.provider.nodes(ctx.config)
+    running = [n for n in nodes if n.state == "running"]
+    reach = _reachability(ctx, running) if running and ctx.state.known_hosts.exists() else {}
+    rows = tuple(NodeStatus(n, *reach.get(n.name, (False, n.state))) for n in nodes)
+    return StatusResult(ctx.config.name, ctx.config.provider, rows)
+
+
+def _reachability(ctx: CommandContext, nodes: list[Node]) -> dict[str, tuple[bool, str]]:
+    shell = ctx.shell()
+
+    def probe(node: Node) -> tuple[bool, str]:
+        try:
+            out = shell.run([node], "true")[node.name]
+            return out.ok, "ssh ok" if out.ok else out.last_line()
+        except XeonClusterError as exc:
+            return False, exc.message.split(": ", 1)[-1]
+
+    try:
+        with ThreadPoolExecutor(max_workers=min(32, len(nodes))) as pool:
+            return dict(zip((n.name for n in nodes), pool.map(probe, nodes)))
+    finally:
+        shell.close()

@@ -1,0 +1,96 @@
+"""The SSH side of `up`: pin new nodes' host keys, run the playbooks, write the master's files, check reach."""
+from __future__ import annotations
+
+import shlex
+
+from .. import cluster_files
+from ..context import CommandContext
+from ..errors import XeonClusterError
+from ..image import stack_digest
+from ..packages import pip_args
+from ..playbook import PlaybookRunner
+from ..providers.base import Node
+from ..remote import NodeShell, RemoteFile
+from ..remote_layout import HOSTFILE, KNOWN_HOSTS, MASTER_KEY, SSH_CONFIG, VENV, home_relative
+from ..stacks import get_stack
+from ..state import ClusterRecord, StateDir, atomic_write
+
+UNREACHABLE = "xeoncluster-unreachable"
+
+
+def add_nodes(ctx: CommandContext, record: ClusterRecord, nodes: list[Node], shell: NodeShell) -> None:
+    """Record new nodes before anything else can fail, then wait for SSH and pin their keys."""
+    record.set_nodes(record.node_list() + nodes)
+    record.add_resources("nodes", [n.id for n in nodes])
+    ctx.state.save(record)
+    shell.wait_ready(nodes, ctx.config.ssh.timeout)
+    pin_host_keys(ctx, record.node_list(), shell)
+
+
+def pin_host_keys(ctx: CommandContext, nodes: list[Node], shell: NodeShell) -> None:
+    """Pin each node's host key: out of band where the provider knows it, else trust on first use."""
+    known = read_known(ctx.state)
+    entries = []
+    for node in nodes:
+        key = known.get(node.name)
+        if key is None:
+            offered = ctx.provider.host_keys(node)
+            key = offered[0] if offered else shell.scan_host_key(node)
+        entries.append((node, key))
+    atomic_write(ctx.state.known_hosts, cluster_files.known_hosts(entries))
+    atomic_write(ctx.state.ssh_config, cluster_files.user_ssh_config(
+        nodes, ctx.identity().user, ctx.state.key, ctx.state.known_hosts))
+
+
+def read_known(state: StateDir) -> dict[str, str]:
+    if not state.known_hosts.exists():
+        return {}
+    result = {}
+    for line in state.known_hosts.read_text().splitlines():
+        hosts, _, key = line.partition(" ")
+        if key:
+            result[hosts.split(",")[0]] = key
+    return result
+
+
+def playbook_runner(ctx: CommandContext, shell: NodeShell) -> PlaybookRunner:
+    stack = get_stack(ctx.config.stack)
+    pip = pip_args(ctx.config, stack, ctx.provider.shares_host, ctx.reporter.info)
+    variables = {
+        "venv": home_relative(VENV),
+        "stack": stack.name,
+        "stack_digest": stack_digest(stack),
+        "packages": " ".join(shlex.quote(p) for p in stack.packages),
+        "pip_args": " ".join(shlex.quote(a) for a in pip),
+    }
+    return PlaybookRunner(shell, variables, apply_os_steps=not ctx.provider.shares_host,
+                          log=ctx.reporter.log, log_path=ctx.reporter.log_path)
+
+
+def write_cluster_files(ctx: CommandContext, nodes: list[Node], shell: NodeShell) -> None:
+    master = nodes[0]
+    user = ctx.identity().user
+    known = read_known(ctx.state)
+    shell.put_files(master, [
+        RemoteFile(MASTER_KEY, ctx.state.key.read_text(), 0o600),
+        RemoteFile(SSH_CONFIG, cluster_files.master_ssh_config(nodes, user), 0o600),
+        RemoteFile(KNOWN_HOSTS, cluster_files.known_hosts([(n, known[n.name]) for n in nodes], address="private_ip")),
+        RemoteFile(HOSTFILE, cluster_files.hostfile(nodes)),
+    ])
+    atomic_write(ctx.state.hostfile, cluster_files.hostfile(nodes), 0o644)
+
+
+def mesh_command(nodes: list[Node]) -> str:
+    """One parallel ssh per node; each failure prints its node (a bare `wait` would hide them)."""
+    names = " ".join(shlex.quote(n.name) for n in nodes)
+    return (f"for h in {names}; do (ssh -o BatchMode=yes -o ConnectTimeout=10 \"$h\" true >/dev/null 2>&1 "
+            f"|| echo \"{UNREACHABLE} $h\") & done; wait")
+
+
+def check_mesh(ctx: CommandContext, nodes: list[Node], shell: NodeShell) -> None:
+    result = shell.run([nodes[0]], mesh_command(nodes))[nodes[0].name]
+    failed = sorted(line.split()[1] for line in result.stdout.splitlines() if line.startswith(UNREACHABLE))
+    if failed or not result.ok:
+        detail = ", ".join(failed) if failed else result.last_line()
+        raise XeonClusterError(f"the master cannot reach {detail} by name over SSH",
+                               hint="check the nodes' security group / network", log=ctx.reporter.log_path)

@@ -1,0 +1,80 @@
+"""The per-command context: the resolved config, the state folder, the provider, output, SSH.
+
+Config resolution lives here so that every command follows one rule: `up` and `plan` describe a
+cluster to create, so they read the config file and flags; every other command targets an existing
+cluster and uses the config it was created with (flags still win), so `--name` is enough.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .config import ClusterConfig, default_config_path, load_config
+from .errors import XeonClusterError
+from .progress import Reporter
+from .providers import make_provider
+from .providers.base import Provider
+from .remote import FabricShell, NodeShell, SshIdentity
+from .state import ClusterRecord, StateDir
+
+ProviderFactory = Callable[[ClusterConfig, Callable[[str], None]], Provider]
+ShellFactory = Callable[[SshIdentity], NodeShell]
+TARGET_KEYS = ("name", "provider", "region", "profile")
+
+
+@dataclass
+class CommandContext:
+    """Everything a command needs: the resolved config, its state folder, provider and output."""
+
+    config: ClusterConfig
+    state: StateDir
+    provider: Provider
+    reporter: Reporter
+    shell_factory: ShellFactory = FabricShell
+
+    def identity(self) -> SshIdentity:
+        return SshIdentity(user=self.config.ssh.user or "root", key=self.state.key,
+                           known_hosts=self.state.known_hosts, timeout=self.config.ssh.timeout)
+
+    def shell(self) -> NodeShell:
+        return self.shell_factory(self.identity())
+
+    def require_up(self, *, ready: bool = True) -> ClusterRecord:
+        """The cluster's record, or one error saying it is not up. `ready=False` also accepts a
+        cluster kept after a failed `up` (--keep-on-failure), which is there to be inspected."""
+        record = self.state.load()
+        if record is None or not record.nodes or (ready and record.status != "ready"):
+            raise XeonClusterError(f"cluster '{self.config.name}' is not up",
+                                   hint=f"run `xeoncluster up --name {self.config.name}` first")
+        return record
+
+
+def resolve_config(options: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
+                   creating: bool = False) -> ClusterConfig:
+    """`options`: the global and command options (config_path, name, provider, region, profile)."""
+    merged = {k: v for k, v in options.items() if v is not None}
+    path: Path | None = merged.pop("config_path", None) or default_config_path()
+    values = {key: merged.get(key) for key in TARGET_KEYS} | dict(overrides or {})
+    config = load_config(path, values)
+    if creating:
+        return config
+    return recorded_config(config.name, values) or config
+
+
+def recorded_config(name: str, overrides: Mapping[str, Any]) -> ClusterConfig | None:
+    try:
+        record = StateDir(name).load()
+    except XeonClusterError:
+        return None  # a corrupt state file must not stop `down`
+    if record is None:
+        return None
+    return load_config(None, {**record.config, **{k: v for k, v in overrides.items() if v is not None}})
+
+
+def make_context(config: ClusterConfig, provider_factory: ProviderFactory | None = None,
+                 shell_factory: ShellFactory | None = None) -> CommandContext:
+    reporter = Reporter()
+    provider = (provider_factory or make_provider)(config, reporter.info)
+    return CommandContext(config=config, state=StateDir(config.name), provider=provider, reporter=reporter,
+                          shell_factory=shell_factory or FabricShell)

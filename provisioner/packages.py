@@ -1,0 +1,62 @@
+"""Where a node's pip gets the stack: a company mirror, the stack's own indexes, or a host wheelhouse.
+
+Nodes that share this machine (the local provider) have no network of their own, so the host
+downloads the pinned packages once into a wheelhouse they install from.
+"""
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+from .config import ClusterConfig
+from .errors import ProviderError
+from .stacks import Stack
+
+WHEEL_CACHE = Path("/var/cache/xeoncluster/wheels")
+# Host-sharing nodes build their venv with the host's /usr/bin/python3 (Debian 12).
+HOST_NODE_PYTHON = "3.11"
+
+
+def pip_args(config: ClusterConfig, stack: Stack, shares_host: bool,
+             events: Callable[[str], None], wheel_cache: Path = WHEEL_CACHE) -> tuple[str, ...]:
+    if shares_host:
+        return ("--no-index", "--find-links", str(wheelhouse(stack, events, wheel_cache)))
+    extra = list(config.pip.extra_index_urls)
+    if config.pip.index_url:
+        # A mirror replaces PyPI and the stack's own indexes (often unreachable from inside a VPC).
+        return ("--index-url", config.pip.index_url, *_extra(extra))
+    return _extra(list(stack.index_urls) + extra)
+
+
+def _extra(urls: list[str]) -> tuple[str, ...]:
+    return tuple(arg for url in urls for arg in ("--extra-index-url", url))
+
+
+def wheelhouse(stack: Stack, events: Callable[[str], None], cache: Path = WHEEL_CACHE) -> Path:
+    digest = hashlib.sha256("\n".join(sorted(stack.packages)).encode()).hexdigest()[:16]
+    house = cache / digest
+    if not (house / ".complete").exists():
+        events(f"downloading {len(stack.packages)} pinned packages into {house} (once per stack)")
+        fill_wheelhouse(house, list(stack.packages))
+    return house
+
+
+def fill_wheelhouse(house: Path, packages: list[str]) -> None:
+    staging = house.with_name(house.name + ".partial")
+    staging.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(staging), *packages]
+    if f"{sys.version_info.major}.{sys.version_info.minor}" != HOST_NODE_PYTHON:
+        argv[5:5] = ["--only-binary=:all:", "--python-version", HOST_NODE_PYTHON]
+    result = subprocess.run(argv, capture_output=True, text=True)
+    if result.returncode != 0:
+        errors = [ln for ln in result.stderr.splitlines() if ln.startswith("ERROR:")] or ["pip download failed"]
+        tail = errors[0].removeprefix("ERROR: ")
+        raise ProviderError(f"could not fill the local wheelhouse: {tail}",
+                            hint="nodes on this machine need PyPI access (from the host) once per stack to download the pinned packages")
+    (staging / ".complete").touch()
+    shutil.rmtree(house, ignore_errors=True)
+    staging.rename(house)

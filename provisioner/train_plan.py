@@ -1,0 +1,182 @@
+"""What `train` asks for and the launch it plans: a value a dry run prints and a real run executes."""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from training import stack_rules
+
+from . import catalog
+from .errors import ConfigError
+from .providers.base import Node
+from .remote_layout import PACKAGE_ROOT, RemoteLayout
+from .stacks import Stack
+from .topology import CpuTopology, RankPlan, mpirun_command, plan_ranks, render_command
+
+TASKS = ("squad", "glue")
+LAUNCHER_ENV = "I_MPI_HYDRA_BRANCH_COUNT=-1"
+DEFAULT_MODEL = "distilbert-base-uncased"
+DEFAULT_DATASETS = {"squad": "squad", "glue": "glue"}
+
+
+@dataclass(frozen=True)
+class TrainRequest:
+    """Everything the user asked for; a value that a dry run can print."""
+
+    task: str
+    glue_task: str = "mrpc"
+    dataset: str | None = None
+    train_file: Path | None = None
+    eval_file: Path | None = None
+    model: str | None = None
+    demo: bool = False
+    run: str | None = None
+    resume: bool = False
+    ppn: int | None = None
+    threads: int | None = None
+    env: tuple[tuple[str, str], ...] = ()
+    trainer_args: tuple[str, ...] = ()
+    fetch_model: Path | None = None
+    offline: bool = False
+    tuned: bool = True
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    run: str
+    nodes: tuple[Node, ...]
+    topology: CpuTopology
+    ranks: RankPlan
+    argv: tuple[str, ...]
+    home: str
+    notes: tuple[str, ...] = ()
+
+    def command(self) -> str:
+        # Only the master holds the cluster key, so Hydra must start every proxy itself rather
+        # than through its launch tree (which it uses on large clusters by default).
+        return f"{LAUNCHER_ENV} {render_command(self.argv)}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"run": self.run, "nodes": [n.name for n in self.nodes], "world_size": self.ranks.world_size,
+                "ranks_per_node": self.ranks.ranks_per_node, "threads_per_rank": self.ranks.threads_per_rank,
+                "env": dict(self.ranks.env), "argv": list(self.argv), "command": self.command(),
+                "topology": self.topology.describe(), "notes": list(self.notes)}
+
+
+def parse_env(pairs: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    result = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise ConfigError(f"--env {pair!r}: expected NAME=VALUE", hint="e.g. --env KMP_BLOCKTIME=0")
+        result.append((key, value))
+    return tuple(result)
+
+
+def default_run_name(task: str) -> str:
+    return f"{task}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def check_request(request: TrainRequest, stack: Stack) -> None:
+    """Impossible combinations fail here, before anything runs."""
+    if request.task not in TASKS:
+        raise ConfigError(f"unknown task '{request.task}'; choose one of {', '.join(TASKS)}")
+    if request.dataset and (request.train_file or request.demo):
+        raise ConfigError("--dataset cannot be combined with --train-file or --demo")
+    if request.demo and (request.train_file or request.model):
+        raise ConfigError("--demo brings its own model and data; drop --train-file/--model, or drop --demo")
+    if request.eval_file and not request.train_file:
+        raise ConfigError("--eval-file needs --train-file")
+    if request.ppn is not None and request.ppn < 1:
+        raise ConfigError(f"--ppn must be at least 1 (got {request.ppn})")
+    if request.threads is not None and request.threads < 1:
+        raise ConfigError(f"--threads must be at least 1 (got {request.threads})")
+    backend = requested_backend(request.trainer_args)
+    if backend == "ccl" and not stack_rules.ccl_allowed(stack.backend):
+        raise ConfigError(f"the ccl backend needs the intel stack (oneCCL bindings); this cluster runs the "
+                          f"{stack.name} stack, which has only {stack.backend}",
+                          hint="drop --ddp-backend ccl, or `up` a cluster with --stack intel")
+
+
+def requested_backend(trainer_args: tuple[str, ...]) -> str | None:
+    for index, arg in enumerate(trainer_args):
+        name, sep, value = arg.partition("=")
+        if name in ("--ddp-backend", "--ddp_backend"):
+            return value if sep else (trainer_args[index + 1] if index + 1 < len(trainer_args) else None)
+    return None
+
+
+def program_args(request: TrainRequest, stack: Stack, home: str, run: str, data: dict[str, str]) -> list[str]:
+    layout = RemoteLayout(home)
+    args = [layout.python, "-m", "training", request.task]
+    if request.task == "glue":
+        args += ["--task", request.glue_task]
+    if request.demo:
+        args += ["--demo", f"{layout.package_root}/demo"]
+    elif request.train_file:
+        args += ["--train-file", f"{home}/{data['train']}"]
+        if "eval" in data:
+            args += ["--eval-file", f"{home}/{data['eval']}"]
+    else:
+        args += ["--dataset", request.dataset or DEFAULT_DATASETS[request.task]]
+    if request.model and not request.demo:
+        args += ["--model", request.model]
+    elif not request.demo:
+        args += ["--model", DEFAULT_MODEL]
+    args += ["--output-dir", layout.run_dir(run), "--stack", stack.name]
+    if request.resume:
+        args.append("--resume")
+    return args + list(request.trainer_args)
+
+
+def launch_env(request: TrainRequest, stack: Stack, home: str) -> dict[str, str]:
+    # No PYTHONUNBUFFERED: unbuffered print() writes text and newline separately, and Intel MPI's
+    # -l labels each write, splitting lines. The training package flushes whole lines itself.
+    env = {"PYTHONPATH": RemoteLayout(home).package_root, "XC_STACK": stack.name, "TOKENIZERS_PARALLELISM": "false"}
+    if request.offline or request.demo:
+        env |= {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    return env | dict(request.env)
+
+
+def build_plan(request: TrainRequest, stack: Stack, nodes: list[Node], topology: CpuTopology, home: str,
+               run: str, data: dict[str, str]) -> LaunchPlan:
+    master = nodes[0]
+    try:
+        ranks = plan_ranks(topology, len(nodes), backend=stack.backend, ipex=stack.ipex, ppn=request.ppn,
+                           threads=request.threads, master_addr=master.private_ip,
+                           extra_env=launch_env(request, stack, home))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if not request.tuned:
+        ranks = untuned(ranks, launch_env(request, stack, home))
+    program = program_args(request, stack, home, run, data)
+    layout = RemoteLayout(home)
+    argv = mpirun_command(layout.mpiexec, layout.hostfile, ranks, program)
+    return LaunchPlan(run, tuple(nodes), topology, ranks, tuple(argv), home, ranks.notes)
+
+
+UNTUNED_KEEP = ("MASTER_ADDR", "MASTER_PORT")
+
+
+def untuned(ranks: RankPlan, extra: dict[str, str]) -> RankPlan:
+    """Plain defaults for comparison: no thread counts, pinning domains, or tcmalloc; just rendezvous."""
+    env = tuple((k, v) for k, v in ranks.env if k in UNTUNED_KEEP) + tuple(extra.items())
+    return replace(ranks, env=env, threads_per_rank=0, notes=ranks.notes + ("untuned: library defaults",))
+
+
+def dry_run_plan(request: TrainRequest, stack: Stack, instance_type: str, node_count: int, user: str) -> LaunchPlan:
+    """For a cluster that does not exist yet: topology from the instance catalog."""
+    kind = catalog.lookup(instance_type)
+    if kind is None:
+        hint = catalog.nearest(instance_type)
+        raise ConfigError(f"unknown instance type '{instance_type}'" + (f" (did you mean '{hint}'?)" if hint else ""))
+    home = "/root" if user == "root" else f"/home/{user}"
+    nodes = [Node(name=f"node{i}", id="(planned)", private_ip="<node0-private-ip>" if i == 0 else "", ssh_host="",
+                  role="master" if i == 0 else "worker", market="", instance_type=instance_type)
+             for i in range(node_count)]
+    data = {"train": f"{PACKAGE_ROOT}/data/<digest>/{request.train_file.name}"} if request.train_file else {}
+    if request.eval_file:
+        data["eval"] = f"{PACKAGE_ROOT}/data/<digest>/{request.eval_file.name}"
+    return build_plan(request, stack, nodes, catalog.topology_of(kind), home, request.run or "<run>", data)
