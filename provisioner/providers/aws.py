@@ -121,7 +121,7 @@ class AwsProvider:
 
     def bake(self, cluster: "ClusterConfig", node: Node, key: str) -> Image:
         with translated(f"baking an image from {node.name} ({node.id})"):
-            image = aws_images.bake(self.ec2, cluster.name, node.id, key, self.image_wait)
+            image = aws_images.bake(self.ec2, cluster.name, node.id, key, self.image_wait, self.sleep)
         self.events(f"baked image {image.id} from {node.name} for key {key[:16]}")
         return image
 

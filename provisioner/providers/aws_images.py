@@ -2,17 +2,20 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 from botocore.exceptions import ClientError
 
 from ..errors import ConfigError, ProviderError
-from .aws_clients import (cluster_tags, error_code, guarded, image_key_filter, paginate, tag_specs,
-                          tags_of)
+from .aws_clients import (cluster_tags, error_code, guarded, image_key_filter, paginate, provider_error,
+                          tag_specs, tags_of)
 from .base import TAG_CLUSTER, TAG_IMAGE_KEY, Image, Removed
 
 BASE_IMAGE_PARAMETER = "/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id"
 ACTIVE_IMAGE_STATES = ("available", "pending")
+IMAGE_GONE_CODES = ("InvalidAMIID.NotFound", "InvalidAMIID.Malformed", "InvalidAMIID.Unavailable")
+# Seconds between deregister attempts of an image EC2 does not show yet (just after CreateImage).
+NOT_YET_VISIBLE_DELAYS = (2, 4, 8)
 
 
 def base_image_id(ssm: Any) -> str:
@@ -30,7 +33,7 @@ def describe_image(ec2: Any, image_id: str) -> dict[str, Any] | None:
     try:
         images = ec2.describe_images(ImageIds=[image_id])["Images"]
     except ClientError as exc:
-        if error_code(exc) in ("InvalidAMIID.NotFound", "InvalidAMIID.Malformed", "InvalidAMIID.Unavailable"):
+        if error_code(exc) in IMAGE_GONE_CODES:
             return None
         raise
     return images[0] if images else None
@@ -64,39 +67,72 @@ def image_name(cluster: str, key: str) -> str:
     return f"xeoncluster-{key[:16]}-{cluster}-{int(time.time())}"
 
 
-def bake(ec2: Any, cluster: str, instance_id: str, key: str, wait: dict[str, int]) -> Image:
+def bake(ec2: Any, cluster: str, instance_id: str, key: str, wait: dict[str, int],
+         sleep: Callable[[float], None] = time.sleep) -> Image:
     tags = cluster_tags(cluster, "image", **{TAG_IMAGE_KEY: key, "Name": f"xeoncluster-{key[:16]}"})
     made = guarded(f"creating an image of {instance_id}", lambda: ec2.create_image(
         InstanceId=instance_id, Name=image_name(cluster, key), NoReboot=True,
         Description=f"xeoncluster image {key[:16]}", TagSpecifications=tag_specs(tags, "image", "snapshot")))
     image_id = made["ImageId"]
     try:
-        ec2.get_waiter("image_available").wait(ImageIds=[image_id], WaiterConfig=wait)
-        raw = describe_image(ec2, image_id)
+        raw = _wait_until_available(ec2, image_id, wait)
     except BaseException:
-        # A half-made image would be found by key later and reused: remove it there and then.
-        _remove_quietly(ec2, image_id)
+        # A half-made image would be found by key later and reused: remove it there and then, by
+        # the id create_image gave, as describe may not see the image yet.
+        _remove_quietly(ec2, image_id, sleep)
         raise
-    if raw is None:
-        raise ProviderError(f"image {image_id} disappeared right after it was created")
     return to_image(raw)
 
 
-def _remove_quietly(ec2: Any, image_id: str) -> None:
+def _wait_until_available(ec2: Any, image_id: str, wait: dict[str, int]) -> dict[str, Any]:
+    # EC2 answers InvalidAMIID.NotFound for a moment after CreateImage: image_available fails at
+    # once on that error, image_exists retries it.
+    ec2.get_waiter("image_exists").wait(ImageIds=[image_id], WaiterConfig=wait)
+    ec2.get_waiter("image_available").wait(ImageIds=[image_id], WaiterConfig=wait)
+    raw = describe_image(ec2, image_id)
+    if raw is None:
+        raise ProviderError(f"image {image_id} disappeared right after it was created")
+    return raw
+
+
+def _remove_quietly(ec2: Any, image_id: str, sleep: Callable[[float], None]) -> None:
     try:
-        remove_image(ec2, image_id)
+        remove_image(ec2, image_id, sleep, not_found_delays=NOT_YET_VISIBLE_DELAYS)
     except Exception:  # noqa: BLE001 - the original error matters more than the clean-up one
         pass
 
 
-def remove_image(ec2: Any, image_id: str) -> Removed:
+def remove_image(ec2: Any, image_id: str, sleep: Callable[[float], None] = time.sleep,
+                 not_found_delays: tuple[float, ...] = ()) -> Removed:
+    """Deregister by id even when describe does not see the image; `not_found_delays` retries a
+    NotFound deregister, for an image that was created a moment ago."""
     raw = describe_image(ec2, image_id)
-    if raw is None:
-        return Removed({"image": [], "snapshot": []})
-    snapshots = list(to_image(raw).snapshots)
-    guarded(f"deregistering {image_id}", lambda: ec2.deregister_image(ImageId=image_id))
+    snapshots = list(to_image(raw).snapshots) if raw else snapshots_made_for(ec2, image_id)
+    image = [image_id] if _deregister(ec2, image_id, sleep, not_found_delays) else []
     deleted = [s for s in snapshots if _delete_snapshot(ec2, s)]
-    return Removed({"image": [image_id], "snapshot": deleted})
+    return Removed({"image": image, "snapshot": deleted})
+
+
+def snapshots_made_for(ec2: Any, image_id: str) -> list[str]:
+    # CreateImage describes each snapshot as "Created by CreateImage(i-...) for ami-...".
+    found = paginate(ec2, "describe_snapshots", "Snapshots", OwnerIds=["self"],
+                     Filters=[{"Name": "description", "Values": [f"*{image_id}*"]}])
+    return [s["SnapshotId"] for s in found]
+
+
+def _deregister(ec2: Any, image_id: str, sleep: Callable[[float], None], not_found_delays: tuple[float, ...]) -> bool:
+    """True if deregistered, False if there was no such image."""
+    for delay in (*not_found_delays, None):
+        try:
+            ec2.deregister_image(ImageId=image_id)
+            return True
+        except ClientError as exc:
+            if error_code(exc) not in IMAGE_GONE_CODES:
+                raise provider_error(f"deregistering {image_id}", exc) from exc
+            if delay is None or error_code(exc) != "InvalidAMIID.NotFound":
+                return False
+            sleep(delay)
+    raise AssertionError("unreachable")
 
 
 def _delete_snapshot(ec2: Any, snapshot_id: str) -> bool:

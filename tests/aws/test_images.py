@@ -91,3 +91,54 @@ def test_base_image_from_ssm(provider):
 def test_base_image_missing_is_a_config_error(make_provider):
     with pytest.raises(ConfigError, match="no Ubuntu 24.04 image"):
         make_provider(region="eu-west-1").base_image_id(cluster_config(region="eu-west-1"))
+
+
+def image_not_found_at_first(monkeypatch, times):
+    """Real EC2 answers InvalidAMIID.NotFound for a moment after CreateImage: DescribeImages of a
+    new image id fails `times` times (in moto's backend, so botocore parses a real error reply)."""
+    from moto.ec2.exceptions import InvalidAMIIdError
+    from moto.ec2.models.amis import AmiBackend
+
+    real = AmiBackend.describe_images
+    misses = {}
+
+    def describe_images(self, ami_ids=None, **kwargs):
+        for ami_id in ami_ids or []:
+            if ami_id != UBUNTU_AMI and ami_id in self.amis and misses.get(ami_id, 0) < limit[0]:
+                misses[ami_id] = misses.get(ami_id, 0) + 1
+                raise InvalidAMIIdError(ami_id)
+        return real(self, ami_ids=ami_ids, **kwargs)
+
+    limit = [times]
+    monkeypatch.setattr(AmiBackend, "describe_images", describe_images)
+    return misses, limit
+
+
+def test_bake_waits_through_image_not_found_right_after_create(provider, ec2, master, monkeypatch):
+    cluster, node = master
+    misses, _ = image_not_found_at_first(monkeypatch, times=2)
+    image = provider.bake(cluster, node, KEY)
+    assert misses == {image.id: 2}
+    assert [i["ImageId"] for i in ec2.describe_images(Owners=["self"])["Images"]] == [image.id]
+
+
+def test_bake_that_fails_after_create_leaves_no_image_or_snapshot(provider, ec2, master, monkeypatch):
+    cluster, node = master
+    _, limit = image_not_found_at_first(monkeypatch, times=99)  # the wait and the clean-up both see NotFound
+    with pytest.raises(ProviderError, match="baking an image from node0"):
+        provider.bake(cluster, node, KEY)
+    limit[0] = 0
+    assert ec2.describe_images(Owners=["self"])["Images"] == []
+    owned = ec2.describe_snapshots(OwnerIds=["self"], Filters=[{"Name": f"tag:{TAG_CLUSTER}", "Values": ["t1"]}])
+    assert owned["Snapshots"] == []
+
+
+def test_bake_clean_up_retries_a_deregister_that_does_not_see_the_new_image(provider, ec2, aws, master, monkeypatch):
+    cluster, node = master
+    _, limit = image_not_found_at_first(monkeypatch, times=99)
+    aws.fail("DeregisterImage", "InvalidAMIID.NotFound", times=2)
+    with pytest.raises(ProviderError):
+        provider.bake(cluster, node, KEY)
+    limit[0] = 0
+    assert aws.ops().count("DeregisterImage") == 3
+    assert ec2.describe_images(Owners=["self"])["Images"] == []
