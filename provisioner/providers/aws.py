@@ -131,11 +131,11 @@ class AwsProvider:
 
     def remove_image(self, image_id: str) -> Removed:
         with translated(f"removing image {image_id}"):
-            return aws_images.remove_image(self.ec2, image_id)
+            return aws_images.remove_image(self.ec2, image_id, self.sleep)
 
     def purge_images(self, cluster: "ClusterConfig") -> Removed:
         with translated(f"removing the images of cluster {cluster.name}"):
-            return aws_images.purge_images(self.ec2, cluster.name)
+            return aws_images.purge_images(self.ec2, cluster.name, self.sleep)
 
     # -- instances -------------------------------------------------------------------------
     def launch(self, cluster: "ClusterConfig", count: int, image: Image | None, role: str,

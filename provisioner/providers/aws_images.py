@@ -7,7 +7,7 @@ from typing import Any, Callable
 from botocore.exceptions import ClientError
 
 from ..errors import ConfigError, ProviderError
-from .aws_clients import (cluster_tags, error_code, guarded, image_key_filter, paginate, provider_error,
+from .aws_clients import (cluster_tags, error_code, error_text, guarded, image_key_filter, paginate, provider_error,
                           tag_specs, tags_of)
 from .base import TAG_CLUSTER, TAG_IMAGE_KEY, Image, Removed
 
@@ -16,6 +16,9 @@ ACTIVE_IMAGE_STATES = ("available", "pending")
 IMAGE_GONE_CODES = ("InvalidAMIID.NotFound", "InvalidAMIID.Malformed", "InvalidAMIID.Unavailable")
 # Seconds between deregister attempts of an image EC2 does not show yet (just after CreateImage).
 NOT_YET_VISIBLE_DELAYS = (2, 4, 8)
+# Seconds between DeleteSnapshot attempts while EC2 still counts the snapshot as in use by the
+# image just deregistered.
+SNAPSHOT_IN_USE_DELAYS = (2, 4, 8, 15, 30)
 
 
 def base_image_id(ssm: Any) -> str:
@@ -108,9 +111,14 @@ def remove_image(ec2: Any, image_id: str, sleep: Callable[[float], None] = time.
     NotFound deregister, for an image that was created a moment ago."""
     raw = describe_image(ec2, image_id)
     snapshots = list(to_image(raw).snapshots) if raw else snapshots_made_for(ec2, image_id)
-    image = [image_id] if _deregister(ec2, image_id, sleep, not_found_delays) else []
-    deleted = [s for s in snapshots if _delete_snapshot(ec2, s)]
-    return Removed({"image": image, "snapshot": deleted})
+    reply = _deregister(ec2, image_id, sleep, not_found_delays)
+    if reply is None:
+        return Removed({"image": [], "snapshot": [s for s in snapshots if delete_snapshot(ec2, s, sleep)]})
+    # EC2 reports which snapshots DeleteAssociatedSnapshots removed; the rest (or all, where the
+    # API ignores the flag) are deleted one by one.
+    gone = [r["SnapshotId"] for r in reply.get("DeleteSnapshotResults", []) if r.get("ReturnCode") == "success"]
+    deleted = [s for s in snapshots if s in gone or delete_snapshot(ec2, s, sleep)]
+    return Removed({"image": [image_id], "snapshot": deleted})
 
 
 def snapshots_made_for(ec2: Any, image_id: str) -> list[str]:
@@ -120,38 +128,48 @@ def snapshots_made_for(ec2: Any, image_id: str) -> list[str]:
     return [s["SnapshotId"] for s in found]
 
 
-def _deregister(ec2: Any, image_id: str, sleep: Callable[[float], None], not_found_delays: tuple[float, ...]) -> bool:
-    """True if deregistered, False if there was no such image."""
+def _deregister(ec2: Any, image_id: str, sleep: Callable[[float], None],
+                not_found_delays: tuple[float, ...]) -> dict[str, Any] | None:
+    """The DeregisterImage reply, or None if there was no such image."""
     for delay in (*not_found_delays, None):
         try:
-            ec2.deregister_image(ImageId=image_id)
-            return True
+            return dict(ec2.deregister_image(ImageId=image_id, DeleteAssociatedSnapshots=True))
         except ClientError as exc:
             if error_code(exc) not in IMAGE_GONE_CODES:
                 raise provider_error(f"deregistering {image_id}", exc) from exc
             if delay is None or error_code(exc) != "InvalidAMIID.NotFound":
-                return False
+                return None
             sleep(delay)
     raise AssertionError("unreachable")
 
 
-def _delete_snapshot(ec2: Any, snapshot_id: str) -> bool:
-    try:
-        ec2.delete_snapshot(SnapshotId=snapshot_id)
-    except ClientError as exc:
-        if error_code(exc) == "InvalidSnapshot.NotFound":
-            return False
-        raise ProviderError(f"deleting snapshot {snapshot_id}: {exc}") from exc
-    return True
+def delete_snapshot(ec2: Any, snapshot_id: str, sleep: Callable[[float], None]) -> bool:
+    """True if deleted, False if already gone. EC2 answers InvalidSnapshot.InUse for a while after
+    the image that used the snapshot is deregistered, so that is retried with backoff."""
+    for delay in (*SNAPSHOT_IN_USE_DELAYS, None):
+        try:
+            ec2.delete_snapshot(SnapshotId=snapshot_id)
+            return True
+        except ClientError as exc:
+            code = error_code(exc)
+            if code == "InvalidSnapshot.NotFound":
+                return False
+            if code != "InvalidSnapshot.InUse":
+                raise provider_error(f"deleting snapshot {snapshot_id}", exc) from exc
+            if delay is None:
+                raise ProviderError(f"deleting snapshot {snapshot_id}: {error_text(exc)}",
+                                    hint="run the command again in a minute; it removes only what is left") from exc
+            sleep(delay)
+    raise AssertionError("unreachable")
 
 
-def purge_images(ec2: Any, cluster: str) -> Removed:
+def purge_images(ec2: Any, cluster: str, sleep: Callable[[float], None] = time.sleep) -> Removed:
     found = ec2.describe_images(Owners=["self"], Filters=[{"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]}])["Images"]
     removed = Removed({"image": [], "snapshot": []})
     for raw in found:
-        removed = removed.merge(remove_image(ec2, raw["ImageId"]))
+        removed = removed.merge(remove_image(ec2, raw["ImageId"], sleep))
     # Snapshots whose AMI is already gone (e.g. a deregister that got interrupted).
     orphans = paginate(ec2, "describe_snapshots", "Snapshots", OwnerIds=["self"],
                        Filters=[{"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]}])
     leftover = [s["SnapshotId"] for s in orphans if s["SnapshotId"] not in removed.items["snapshot"]]
-    return removed.merge(Removed({"snapshot": [s for s in leftover if _delete_snapshot(ec2, s)]}))
+    return removed.merge(Removed({"snapshot": [s for s in leftover if delete_snapshot(ec2, s, sleep)]}))
