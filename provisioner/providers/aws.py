@@ -16,8 +16,9 @@ from ..errors import ConfigError, ProviderError
 from ..stacks import get_stack
 from . import aws_images, aws_network, aws_teardown
 from .aws_clients import OPTIONAL_RETRIES, ApiCall, AwsClients, translated
+from .aws_console import ConsoleWait, poll_host_keys
 from .aws_instances import (LaunchSpec, describe_instances, launch_with_fallback, node_index,
-                            parse_host_keys, plan_attempts, terminate_now, to_node)
+                            plan_attempts, terminate_now, to_node)
 from .aws_preflight import resolve_ssh_cidr, run_preflight
 from .aws_pricing import (Plan, PlannedImage, PlannedInstances, PlannedResource, PlannedStack, PriceQuote,
                           node_prices, quote, total_per_hour)
@@ -50,6 +51,9 @@ class AwsProvider:
         # Waiter pacing and the sleep used between retries; tests shorten them.
         self.instance_wait = {"Delay": 5, "MaxAttempts": 120}
         self.image_wait = {"Delay": 15, "MaxAttempts": 160}
+        # How long the nodes of one launch are polled for host keys in their console output.
+        self.host_key_wait = {"Delay": 5, "MaxAttempts": 24}
+        self._console_wait: ConsoleWait | None = None
         self.sleep: Callable[[float], None] = time.sleep
 
     @property
@@ -142,6 +146,7 @@ class AwsProvider:
                first_index: int) -> list[Node]:
         if count <= 0:
             return []
+        self._console_wait = None  # new nodes: a new wait for their host keys
         doing = f"launching {count} {role} node(s) for {cluster.name}"
         with translated(doing):
             spec, zones_by_type = self._launch_spec(cluster, count, image, role, first_index)
@@ -191,11 +196,17 @@ class AwsProvider:
         return node_prices(self.ec2, self._pricing(), nodes, self.region) if nodes else nodes
 
     def host_keys(self, node: Node) -> list[str]:
-        try:
-            output = self.ec2.get_console_output(InstanceId=node.id).get("Output", "")
-        except (ClientError, BotoCoreError):
-            return []
-        return parse_host_keys(output)
+        if self._console_wait is None:
+            self._console_wait = ConsoleWait.from_config(self.host_key_wait)
+        found = poll_host_keys(self.ec2, node.id, self._console_wait, self.sleep)
+        if found.keys:
+            self.events(f"host key of {node.name} from the console output")
+        elif found.error:
+            self.events(f"host key of {node.name}: console output unreadable ({found.error}); trusting on first use")
+        else:
+            self.events(f"host key of {node.name} not in the console output after "
+                        f"{self._console_wait.waited:g}s; trusting on first use")
+        return found.keys
 
     def package_source(self, cluster: "ClusterConfig", packages: list[str], index_urls: list[str]) -> PackageSource:
         # Real nodes reach the public indexes; no wheelhouse is needed on AWS.

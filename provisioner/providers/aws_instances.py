@@ -1,7 +1,6 @@
 """Instances: the run_instances request as a value, capacity fallback, and Node views from tags."""
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -15,7 +14,6 @@ from .aws_clients import (TAG_INDEX_BASE, call_retrying, chunks, cluster_filter,
 from .base import TAG_ROLE, Node
 
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
-HOST_KEYS_BLOCK = re.compile(r"-----BEGIN SSH HOST KEY KEYS-----(.*?)-----END SSH HOST KEY KEYS-----", re.S)
 
 
 @dataclass(frozen=True)
@@ -193,15 +191,3 @@ def to_node(raw: dict[str, Any], address: str) -> Node:
 
 def node_index(node: Node) -> int:
     return int(node.name.removeprefix("node"))
-
-
-def parse_host_keys(console: str) -> list[str]:
-    match = HOST_KEYS_BLOCK.search(console or "")
-    if not match:
-        return []
-    keys = []
-    for line in match.group(1).splitlines():
-        parts = line.strip().split()
-        if len(parts) >= 2 and (parts[0].startswith(("ssh-", "ecdsa-", "sk-"))):
-            keys.append(" ".join(parts[:2]))
-    return keys
