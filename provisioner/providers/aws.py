@@ -7,14 +7,12 @@ launch attempt, and node names come from tags plus AmiLaunchIndex rather than pe
 from __future__ import annotations
 
 import time
-import urllib.request
 from typing import TYPE_CHECKING, Any, Callable
-
-from botocore.exceptions import BotoCoreError, ClientError
 
 from ..errors import ConfigError, ProviderError
 from ..stacks import get_stack
 from . import aws_images, aws_network, aws_teardown
+from .aws_checkip import checkip_caller_ip
 from .aws_clients import OPTIONAL_RETRIES, ApiCall, AwsClients, translated
 from .aws_console import ConsoleWait, poll_host_keys
 from .aws_instances import (LaunchSpec, describe_instances, launch_with_fallback, node_index,
@@ -26,14 +24,6 @@ from .base import Image, Node, PackageSource, Removed
 
 if TYPE_CHECKING:
     from ..config import ClusterConfig
-
-CHECKIP_URL = "https://checkip.amazonaws.com"
-
-
-def checkip_caller_ip() -> str:
-    """The default ssh.cidr=auto resolver. Never used by tests: they inject `caller_ip`."""
-    with urllib.request.urlopen(CHECKIP_URL, timeout=5) as reply:  # noqa: S310 - fixed https URL
-        return str(reply.read().decode().strip())
 
 
 class AwsProvider:
@@ -68,6 +58,8 @@ class AwsProvider:
         cidr = cluster.ssh.cidr
         if cidr not in self._resolved_cidrs:
             self._resolved_cidrs[cidr] = resolve_ssh_cidr(cidr, self._caller_ip)
+            if cidr == "auto":
+                self.events(f"ssh.cidr auto: your public address is {self._resolved_cidrs[cidr]}")
         return self._resolved_cidrs[cidr]
 
     # -- preflight -------------------------------------------------------------------------

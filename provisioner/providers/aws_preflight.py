@@ -168,7 +168,11 @@ def resolve_ssh_cidr(cidr: str, caller_ip: Callable[[], str]) -> str:
     if address.is_loopback or address.is_unspecified or address.is_multicast or address.is_link_local:
         raise ConfigError(f"ssh.cidr=auto found {address}, which is not a public address",
                           hint="set ssh.cidr to your public address, e.g. 203.0.113.7/32")
-    return f"{address}/{address.max_prefixlen}"
+    if address.version != 4:
+        # The nodes have IPv4 addresses only: a /128 rule would never match the connection.
+        raise ConfigError(f"ssh.cidr=auto found the IPv6 address {address}; the nodes are reached over IPv4",
+                          hint="set ssh.cidr to your public IPv4 address, e.g. 203.0.113.7/32")
+    return f"{address}/32"
 
 
 def ssh_notes(cidr: str) -> list[str]:
