@@ -177,7 +177,9 @@ class AwsProvider:
             root_device=raw_image.get("RootDeviceName", "/dev/sda1"), root_gib=cluster.root_volume_gib,
             key_name=aws_network.resource_name(cluster.name), security_group_id=group["GroupId"],
             subnets=subnets, placement_group=aws_network.resource_name(cluster.name) if cluster.placement_group else None,
-            public_ip=cluster.ssh.address == "public")
+            # Whatever address SSH uses, nodes need a way out to apt, PyPI and the Hugging Face hub;
+            # in a default VPC that is a public IP (preflight checks the subnets' default route).
+            public_ip=True)
         return spec, zones_by_type
 
     def nodes(self, cluster: "ClusterConfig") -> list[Node]:

@@ -15,6 +15,10 @@ from .aws_clients import (TAG_KEY_DIGEST, cluster_tags, error_code, guarded, pag
 from .base import TAG_CLUSTER
 
 
+ROUTE_TARGETS = ("GatewayId", "NatGatewayId", "TransitGatewayId", "NetworkInterfaceId", "InstanceId",
+                 "VpcPeeringConnectionId", "CarrierGatewayId", "LocalGatewayId", "CoreNetworkArn")
+
+
 def resource_name(cluster: str) -> str:
     return f"xeoncluster-{cluster}"
 
@@ -67,6 +71,22 @@ def subnets_by_zone(ec2: Any, vpc_id: str) -> dict[str, str]:
     for subnet in ranked:
         chosen.setdefault(subnet["AvailabilityZone"], subnet["SubnetId"])
     return dict(sorted(chosen.items()))
+
+
+def default_route_targets(ec2: Any, vpc_id: str, subnet_ids: list[str]) -> dict[str, str | None]:
+    """Per subnet, where its route table sends 0.0.0.0/0 (igw-..., nat-..., ...), or None."""
+    tables = paginate(ec2, "describe_route_tables", "RouteTables", Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])
+    explicit = {a["SubnetId"]: t for t in tables for a in t.get("Associations", []) if a.get("SubnetId")}
+    # A subnet without its own association uses the VPC's main route table.
+    main = next((t for t in tables if any(a.get("Main") for a in t.get("Associations", []))), {})
+    return {s: _default_target(explicit.get(s, main)) for s in subnet_ids}
+
+
+def _default_target(table: dict[str, Any]) -> str | None:
+    for route in table.get("Routes", []):
+        if route.get("DestinationCidrBlock") == "0.0.0.0/0" and route.get("State", "active") == "active":
+            return next((str(route[k]) for k in ROUTE_TARGETS if route.get(k)), None)
+    return None
 
 
 def offered_zones(ec2: Any, instance_types: list[str]) -> dict[str, set[str]]:
