@@ -217,7 +217,7 @@ class AwsProvider:
                 aws_teardown.terminate_instances(ec2, instance_ids, self.instance_wait)
             groups = aws_teardown.delete_security_groups(ec2, cluster.name, self.sleep, self.events)
             keys = aws_teardown.delete_key_pairs(ec2, cluster.name)
-            placement = aws_teardown.delete_placement_groups(ec2, cluster.name)
+            placement = aws_teardown.delete_placement_groups(ec2, cluster.name, self.events)
         removed = Removed({"instances": instance_ids, "spot_requests": spot, "security_group": groups,
                            "key_pair": keys, "placement_group": placement})
         counts = ", ".join(f"{len(v)} {k}" for k, v in removed.items.items() if v) or "nothing"
@@ -273,8 +273,10 @@ class AwsProvider:
             PlannedResource("security_group", name, "reuse" if has_group else "create", f"{vpc_id}: {rules}"),
         ]
         if cluster.placement_group:
-            found = ec2.describe_placement_groups(Filters=[{"Name": "group-name", "Values": [name]}]).get("PlacementGroups")
-            resources.append(PlannedResource("placement_group", name, "reuse" if found else "create", "strategy cluster"))
+            found = aws_network.describe_placement_groups(ec2, [{"Name": "group-name", "Values": [name]}])
+            unchecked = "; not checked (DescribePlacementGroups not implemented here)" if found is None else ""
+            detail = f"strategy cluster{unchecked}"
+            resources.append(PlannedResource("placement_group", name, "reuse" if found else "create", detail))
         return resources
 
     def _planned_image(self, cluster: "ClusterConfig", key_for: Callable[[str], str]) -> PlannedImage:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
+from botocore.parsers import ResponseParserError
 
 from ..errors import ConfigError, ProviderError
 from .aws_clients import (TAG_KEY_DIGEST, cluster_tags, error_code, guarded, paginate, tag_specs,
@@ -15,6 +16,7 @@ from .aws_clients import (TAG_KEY_DIGEST, cluster_tags, error_code, guarded, pag
 from .base import TAG_CLUSTER
 
 
+PLACEMENT_API_MISSING = frozenset({"NotImplemented", "InternalFailure"})
 ROUTE_TARGETS = ("GatewayId", "NatGatewayId", "TransitGatewayId", "NetworkInterfaceId", "InstanceId",
                  "VpcPeeringConnectionId", "CarrierGatewayId", "LocalGatewayId", "CoreNetworkArn")
 
@@ -205,6 +207,19 @@ def _describe_rule(rule: dict[str, Any]) -> str:
         return "all traffic from the group itself"
     cidrs = [r.get("CidrIp") or r.get("CidrIpv6") for r in rule.get("IpRanges", []) + rule.get("Ipv6Ranges", [])]
     return f"tcp/22 from {', '.join(cidrs)}"
+
+
+def describe_placement_groups(ec2: Any, filters: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The matching placement groups, or None where the endpoint does not implement the API (a bare
+    moto_server answers an HTML 500 page, other stand-ins NotImplemented)."""
+    try:
+        return list(ec2.describe_placement_groups(Filters=filters).get("PlacementGroups", []))
+    except ClientError as exc:
+        if error_code(exc) in PLACEMENT_API_MISSING:
+            return None
+        raise
+    except ResponseParserError:
+        return None
 
 
 def ensure_placement_group(ec2: Any, cluster: str) -> PlacementGroupResult:
