@@ -7,30 +7,21 @@ launch attempt, and node names come from tags plus AmiLaunchIndex rather than pe
 from __future__ import annotations
 
 import time
-import urllib.request
 from typing import TYPE_CHECKING, Any, Callable
-
-from botocore.exceptions import BotoCoreError, ClientError
 
 from ..errors import ConfigError, ProviderError
 from . import aws_images, aws_network, aws_teardown
+from .aws_checkip import checkip_caller_ip
 from .aws_clients import OPTIONAL_RETRIES, ApiCall, AwsClients, translated
+from .aws_console import ConsoleWait, poll_host_keys
 from .aws_instances import (LaunchSpec, describe_instances, launch_with_fallback, node_index,
-                            parse_host_keys, plan_attempts, terminate_now, to_node)
+                            plan_attempts, terminate_now, to_node)
 from .aws_preflight import resolve_ssh_cidr, run_preflight
 from .aws_pricing import node_prices, quote
 from .base import BaseImage, Image, Network, Node, PlannedResource, Prepared, PriceQuote, Provider, Removed
 
 if TYPE_CHECKING:
     from ..config import ClusterConfig
-
-CHECKIP_URL = "https://checkip.amazonaws.com"
-
-
-def checkip_caller_ip() -> str:
-    """The default ssh.cidr=auto resolver. Never used by tests: they inject `caller_ip`."""
-    with urllib.request.urlopen(CHECKIP_URL, timeout=5) as reply:  # noqa: S310 - fixed https URL
-        return str(reply.read().decode().strip())
 
 
 class AwsProvider(Provider):
@@ -48,6 +39,9 @@ class AwsProvider(Provider):
         # Waiter pacing and the sleep used between retries; tests shorten them.
         self.instance_wait = {"Delay": 5, "MaxAttempts": 120}
         self.image_wait = {"Delay": 15, "MaxAttempts": 160}
+        # How long the nodes of one launch are polled for host keys in their console output.
+        self.host_key_wait = {"Delay": 5, "MaxAttempts": 24}
+        self._console_wait: ConsoleWait | None = None
         self.sleep: Callable[[float], None] = time.sleep
 
     @property
@@ -62,6 +56,8 @@ class AwsProvider(Provider):
         cidr = cluster.ssh.cidr
         if cidr not in self._resolved_cidrs:
             self._resolved_cidrs[cidr] = resolve_ssh_cidr(cidr, self._caller_ip)
+            if cidr == "auto":
+                self.events(f"ssh.cidr auto: your public address is {self._resolved_cidrs[cidr]}")
         return self._resolved_cidrs[cidr]
 
     # -- preflight -------------------------------------------------------------------------
@@ -146,7 +142,7 @@ class AwsProvider(Provider):
 
     def bake(self, cluster: "ClusterConfig", node: Node, key: str) -> Image:
         with translated(f"baking an image from {node.name} ({node.id})"):
-            image = aws_images.bake(self.ec2, cluster.name, node.id, key, self.image_wait)
+            image = aws_images.bake(self.ec2, cluster.name, node.id, key, self.image_wait, self.sleep)
         self.events(f"baked image {image.id} from {node.name} for key {key[:16]}")
         return image
 
@@ -156,17 +152,18 @@ class AwsProvider(Provider):
 
     def remove_image(self, image_id: str) -> Removed:
         with translated(f"removing image {image_id}"):
-            return aws_images.remove_image(self.ec2, image_id)
+            return aws_images.remove_image(self.ec2, image_id, self.sleep)
 
     def purge_images(self, cluster: "ClusterConfig") -> Removed:
         with translated(f"removing the images of cluster {cluster.name}"):
-            return aws_images.purge_images(self.ec2, cluster.name)
+            return aws_images.purge_images(self.ec2, cluster.name, self.sleep)
 
     # -- instances -------------------------------------------------------------------------
     def launch(self, cluster: "ClusterConfig", count: int, image: Image | None, role: str, first_index: int,
                network: Network | None = None) -> list[Node]:
         if count <= 0:
             return []
+        self._console_wait = None  # new nodes: a new wait for their host keys
         doing = f"launching {count} {role} node(s) for {cluster.name}"
         with translated(doing):
             network = network or self._find_network(cluster)
@@ -197,7 +194,9 @@ class AwsProvider(Provider):
             key_name=aws_network.resource_name(cluster.name), security_group_id=str(network.security_group_id),
             subnets=dict(network.subnets),
             placement_group=aws_network.resource_name(cluster.name) if cluster.placement_group else None,
-            public_ip=cluster.ssh.address == "public")
+            # Whatever address SSH uses, nodes need a way out to apt, PyPI and the Hugging Face hub;
+            # in a default VPC that is a public IP (preflight checks the subnets' default route).
+            public_ip=True)
 
     def nodes(self, cluster: "ClusterConfig") -> list[Node]:
         """The cluster's live instances, from tags, each with its estimated $/hour."""
@@ -207,11 +206,17 @@ class AwsProvider(Provider):
         return node_prices(self.ec2, self._pricing(), nodes, self.region) if nodes else nodes
 
     def host_keys(self, node: Node) -> list[str]:
-        try:
-            output = self.ec2.get_console_output(InstanceId=node.id).get("Output", "")
-        except (ClientError, BotoCoreError):
-            return []
-        return parse_host_keys(output)
+        if self._console_wait is None:
+            self._console_wait = ConsoleWait.from_config(self.host_key_wait)
+        found = poll_host_keys(self.ec2, node.id, self._console_wait, self.sleep)
+        if found.keys:
+            self.events(f"host key of {node.name} from the console output")
+        elif found.error:
+            self.events(f"host key of {node.name}: console output unreadable ({found.error}); trusting on first use")
+        else:
+            self.events(f"host key of {node.name} not in the console output after "
+                        f"{self._console_wait.waited:g}s; trusting on first use")
+        return found.keys
 
     # -- teardown --------------------------------------------------------------------------
     def terminate(self, cluster: "ClusterConfig") -> Removed:
@@ -224,7 +229,7 @@ class AwsProvider(Provider):
                 aws_teardown.terminate_instances(ec2, instance_ids, self.instance_wait)
             groups = aws_teardown.delete_security_groups(ec2, cluster.name, self.sleep, self.events)
             keys = aws_teardown.delete_key_pairs(ec2, cluster.name)
-            placement = aws_teardown.delete_placement_groups(ec2, cluster.name)
+            placement = aws_teardown.delete_placement_groups(ec2, cluster.name, self.events)
         removed = Removed({"instances": instance_ids, "spot_requests": spot, "security_group": groups,
                            "key_pair": keys, "placement_group": placement})
         counts = ", ".join(f"{len(v)} {k}" for k, v in removed.items.items() if v) or "nothing"
@@ -254,6 +259,8 @@ class AwsProvider(Provider):
             PlannedResource("security_group", name, "reuse" if has_group else "create", f"{vpc_id}: {rules}"),
         ]
         if cluster.placement_group:
-            found = ec2.describe_placement_groups(Filters=[{"Name": "group-name", "Values": [name]}]).get("PlacementGroups")
-            resources.append(PlannedResource("placement_group", name, "reuse" if found else "create", "strategy cluster"))
+            found = aws_network.describe_placement_groups(ec2, [{"Name": "group-name", "Values": [name]}])
+            unchecked = "; not checked (DescribePlacementGroups not implemented here)" if found is None else ""
+            detail = f"strategy cluster{unchecked}"
+            resources.append(PlannedResource("placement_group", name, "reuse" if found else "create", detail))
         return resources

@@ -2,17 +2,23 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
 from botocore.exceptions import ClientError
 
 from ..errors import ConfigError, ProviderError
-from .aws_clients import (cluster_tags, error_code, guarded, image_key_filter, paginate, tag_specs,
-                          tags_of)
+from .aws_clients import (cluster_tags, error_code, error_text, guarded, image_key_filter, paginate, provider_error,
+                          tag_specs, tags_of)
 from .base import TAG_CLUSTER, TAG_IMAGE_KEY, Image, Removed
 
 BASE_IMAGE_PARAMETER = "/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id"
 ACTIVE_IMAGE_STATES = ("available", "pending")
+IMAGE_GONE_CODES = ("InvalidAMIID.NotFound", "InvalidAMIID.Malformed", "InvalidAMIID.Unavailable")
+# Seconds between deregister attempts of an image EC2 does not show yet (just after CreateImage).
+NOT_YET_VISIBLE_DELAYS = (2, 4, 8)
+# Seconds between DeleteSnapshot attempts while EC2 still counts the snapshot as in use by the
+# image just deregistered.
+SNAPSHOT_IN_USE_DELAYS = (2, 4, 8, 15, 30)
 
 
 def base_image_id(ssm: Any) -> str:
@@ -30,7 +36,7 @@ def describe_image(ec2: Any, image_id: str) -> dict[str, Any] | None:
     try:
         images = ec2.describe_images(ImageIds=[image_id])["Images"]
     except ClientError as exc:
-        if error_code(exc) in ("InvalidAMIID.NotFound", "InvalidAMIID.Malformed", "InvalidAMIID.Unavailable"):
+        if error_code(exc) in IMAGE_GONE_CODES:
             return None
         raise
     return images[0] if images else None
@@ -64,58 +70,106 @@ def image_name(cluster: str, key: str) -> str:
     return f"xeoncluster-{key[:16]}-{cluster}-{int(time.time())}"
 
 
-def bake(ec2: Any, cluster: str, instance_id: str, key: str, wait: dict[str, int]) -> Image:
+def bake(ec2: Any, cluster: str, instance_id: str, key: str, wait: dict[str, int],
+         sleep: Callable[[float], None] = time.sleep) -> Image:
     tags = cluster_tags(cluster, "image", **{TAG_IMAGE_KEY: key, "Name": f"xeoncluster-{key[:16]}"})
     made = guarded(f"creating an image of {instance_id}", lambda: ec2.create_image(
         InstanceId=instance_id, Name=image_name(cluster, key), NoReboot=True,
         Description=f"xeoncluster image {key[:16]}", TagSpecifications=tag_specs(tags, "image", "snapshot")))
     image_id = made["ImageId"]
     try:
-        ec2.get_waiter("image_available").wait(ImageIds=[image_id], WaiterConfig=wait)
-        raw = describe_image(ec2, image_id)
+        raw = _wait_until_available(ec2, image_id, wait)
     except BaseException:
-        # A half-made image would be found by key later and reused: remove it there and then.
-        _remove_quietly(ec2, image_id)
+        # A half-made image would be found by key later and reused: remove it there and then, by
+        # the id create_image gave, as describe may not see the image yet.
+        _remove_quietly(ec2, image_id, sleep)
         raise
-    if raw is None:
-        raise ProviderError(f"image {image_id} disappeared right after it was created")
     return to_image(raw)
 
 
-def _remove_quietly(ec2: Any, image_id: str) -> None:
+def _wait_until_available(ec2: Any, image_id: str, wait: dict[str, int]) -> dict[str, Any]:
+    # EC2 answers InvalidAMIID.NotFound for a moment after CreateImage: image_available fails at
+    # once on that error, image_exists retries it.
+    ec2.get_waiter("image_exists").wait(ImageIds=[image_id], WaiterConfig=wait)
+    ec2.get_waiter("image_available").wait(ImageIds=[image_id], WaiterConfig=wait)
+    raw = describe_image(ec2, image_id)
+    if raw is None:
+        raise ProviderError(f"image {image_id} disappeared right after it was created")
+    return raw
+
+
+def _remove_quietly(ec2: Any, image_id: str, sleep: Callable[[float], None]) -> None:
     try:
-        remove_image(ec2, image_id)
+        remove_image(ec2, image_id, sleep, not_found_delays=NOT_YET_VISIBLE_DELAYS)
     except Exception:  # noqa: BLE001 - the original error matters more than the clean-up one
         pass
 
 
-def remove_image(ec2: Any, image_id: str) -> Removed:
+def remove_image(ec2: Any, image_id: str, sleep: Callable[[float], None] = time.sleep,
+                 not_found_delays: tuple[float, ...] = ()) -> Removed:
+    """Deregister by id even when describe does not see the image; `not_found_delays` retries a
+    NotFound deregister, for an image that was created a moment ago."""
     raw = describe_image(ec2, image_id)
-    if raw is None:
-        return Removed({"image": [], "snapshot": []})
-    snapshots = list(to_image(raw).snapshots)
-    guarded(f"deregistering {image_id}", lambda: ec2.deregister_image(ImageId=image_id))
-    deleted = [s for s in snapshots if _delete_snapshot(ec2, s)]
+    snapshots = list(to_image(raw).snapshots) if raw else snapshots_made_for(ec2, image_id)
+    reply = _deregister(ec2, image_id, sleep, not_found_delays)
+    if reply is None:
+        return Removed({"image": [], "snapshot": [s for s in snapshots if delete_snapshot(ec2, s, sleep)]})
+    # EC2 reports which snapshots DeleteAssociatedSnapshots removed; the rest (or all, where the
+    # API ignores the flag) are deleted one by one.
+    gone = [r["SnapshotId"] for r in reply.get("DeleteSnapshotResults", []) if r.get("ReturnCode") == "success"]
+    deleted = [s for s in snapshots if s in gone or delete_snapshot(ec2, s, sleep)]
     return Removed({"image": [image_id], "snapshot": deleted})
 
 
-def _delete_snapshot(ec2: Any, snapshot_id: str) -> bool:
-    try:
-        ec2.delete_snapshot(SnapshotId=snapshot_id)
-    except ClientError as exc:
-        if error_code(exc) == "InvalidSnapshot.NotFound":
-            return False
-        raise ProviderError(f"deleting snapshot {snapshot_id}: {exc}") from exc
-    return True
+def snapshots_made_for(ec2: Any, image_id: str) -> list[str]:
+    # CreateImage describes each snapshot as "Created by CreateImage(i-...) for ami-...".
+    found = paginate(ec2, "describe_snapshots", "Snapshots", OwnerIds=["self"],
+                     Filters=[{"Name": "description", "Values": [f"*{image_id}*"]}])
+    return [s["SnapshotId"] for s in found]
 
 
-def purge_images(ec2: Any, cluster: str) -> Removed:
+def _deregister(ec2: Any, image_id: str, sleep: Callable[[float], None],
+                not_found_delays: tuple[float, ...]) -> dict[str, Any] | None:
+    """The DeregisterImage reply, or None if there was no such image."""
+    for delay in (*not_found_delays, None):
+        try:
+            return dict(ec2.deregister_image(ImageId=image_id, DeleteAssociatedSnapshots=True))
+        except ClientError as exc:
+            if error_code(exc) not in IMAGE_GONE_CODES:
+                raise provider_error(f"deregistering {image_id}", exc) from exc
+            if delay is None or error_code(exc) != "InvalidAMIID.NotFound":
+                return None
+            sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def delete_snapshot(ec2: Any, snapshot_id: str, sleep: Callable[[float], None]) -> bool:
+    """True if deleted, False if already gone. EC2 answers InvalidSnapshot.InUse for a while after
+    the image that used the snapshot is deregistered, so that is retried with backoff."""
+    for delay in (*SNAPSHOT_IN_USE_DELAYS, None):
+        try:
+            ec2.delete_snapshot(SnapshotId=snapshot_id)
+            return True
+        except ClientError as exc:
+            code = error_code(exc)
+            if code == "InvalidSnapshot.NotFound":
+                return False
+            if code != "InvalidSnapshot.InUse":
+                raise provider_error(f"deleting snapshot {snapshot_id}", exc) from exc
+            if delay is None:
+                raise ProviderError(f"deleting snapshot {snapshot_id}: {error_text(exc)}",
+                                    hint="run the command again in a minute; it removes only what is left") from exc
+            sleep(delay)
+    raise AssertionError("unreachable")
+
+
+def purge_images(ec2: Any, cluster: str, sleep: Callable[[float], None] = time.sleep) -> Removed:
     found = ec2.describe_images(Owners=["self"], Filters=[{"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]}])["Images"]
     removed = Removed({"image": [], "snapshot": []})
     for raw in found:
-        removed = removed.merge(remove_image(ec2, raw["ImageId"]))
+        removed = removed.merge(remove_image(ec2, raw["ImageId"], sleep))
     # Snapshots whose AMI is already gone (e.g. a deregister that got interrupted).
     orphans = paginate(ec2, "describe_snapshots", "Snapshots", OwnerIds=["self"],
                        Filters=[{"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]}])
     leftover = [s["SnapshotId"] for s in orphans if s["SnapshotId"] not in removed.items["snapshot"]]
-    return removed.merge(Removed({"snapshot": [s for s in leftover if _delete_snapshot(ec2, s)]}))
+    return removed.merge(Removed({"snapshot": [s for s in leftover if delete_snapshot(ec2, s, sleep)]}))

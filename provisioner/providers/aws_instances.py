@@ -1,7 +1,6 @@
 """Instances: the run_instances request as a value, capacity fallback, and Node views from tags."""
 from __future__ import annotations
 
-import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -15,7 +14,14 @@ from .aws_clients import (TAG_INDEX_BASE, call_retrying, chunks, cluster_filter,
 from .base import TAG_ROLE, Node
 
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
-HOST_KEYS_BLOCK = re.compile(r"-----BEGIN SSH HOST KEY KEYS-----(.*?)-----END SSH HOST KEY KEYS-----", re.S)
+KMS_HINT = ("if EBS encryption uses a customer-managed default KMS key, allow kms:CreateGrant, kms:Decrypt, "
+            "kms:GenerateDataKeyWithoutPlaintext, kms:ReEncrypt* and kms:DescribeKey on it (README, AWS section)")
+CLIENT_DEATH_HINTS = {
+    "Client.InternalError": KMS_HINT,
+    "Client.VolumeLimitExceeded": "request a higher EBS storage quota, or use fewer nodes or a smaller root_volume_gib",
+    "Client.InstanceInitiatedShutdown": "the image shut the node down at boot; check the image (image: in cluster.yaml)",
+    "Client.InvalidSnapshot.NotFound": "the image's snapshot is gone; remove the image (`xeoncluster images rm`) to re-bake it",
+}
 
 
 @dataclass(frozen=True)
@@ -141,19 +147,38 @@ def _run_once(ec2: Any, run_client: Any, spec: LaunchSpec, attempt: Attempt, wai
         ec2.get_waiter("instance_running").wait(InstanceIds=ids, WaiterConfig=wait)
     except WaiterError as exc:
         terminate_now(ec2, ids)
-        raise _CapacityFailure(f"instances did not reach running: {exc.last_response and _state_reason(exc.last_response)}") from exc
+        reason = state_reason(exc.last_response or {})
+        if reason.code.startswith("Client."):
+            raise ProviderError(f"{spec.count} {spec.role} node(s) stopped before running ({attempt}): {reason}",
+                                hint=CLIENT_DEATH_HINTS.get(reason.code)) from exc
+        raise _CapacityFailure(f"instances did not reach running: {reason}") from exc
     except BaseException:
         terminate_now(ec2, ids)
         raise
     return ids
 
 
-def _state_reason(response: dict[str, Any]) -> str:
+@dataclass(frozen=True)
+class StateReason:
+    """Why EC2 stopped an instance: Server.* codes are EC2's side (another zone or type may work),
+    Client.* codes are the account's or request's (every attempt would die the same way)."""
+
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        if not self.code:
+            return self.message
+        return self.message if self.message.startswith(self.code) else f"{self.code}: {self.message}".rstrip(": ")
+
+
+def state_reason(response: dict[str, Any]) -> StateReason:
     for reservation in response.get("Reservations", []):
         for inst in reservation.get("Instances", []):
             if inst.get("State", {}).get("Name") != "running":
-                return str(inst.get("StateReason", {}).get("Message") or inst["State"]["Name"])
-    return "unknown"
+                raw = inst.get("StateReason", {})
+                return StateReason(str(raw.get("Code", "")), str(raw.get("Message") or inst["State"]["Name"]))
+    return StateReason("", "unknown")
 
 
 def terminate_now(ec2: Any, ids: list[str]) -> None:
@@ -193,15 +218,3 @@ def to_node(raw: dict[str, Any], address: str) -> Node:
 
 def node_index(node: Node) -> int:
     return int(node.name.removeprefix("node"))
-
-
-def parse_host_keys(console: str) -> list[str]:
-    match = HOST_KEYS_BLOCK.search(console or "")
-    if not match:
-        return []
-    keys = []
-    for line in match.group(1).splitlines():
-        parts = line.strip().split()
-        if len(parts) >= 2 and (parts[0].startswith(("ssh-", "ecdsa-", "sk-"))):
-            keys.append(" ".join(parts[:2]))
-    return keys

@@ -8,11 +8,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
+from botocore.parsers import ResponseParserError
 
 from ..errors import ConfigError, ProviderError
 from .aws_clients import (TAG_KEY_DIGEST, cluster_tags, error_code, guarded, paginate, tag_specs,
                           tags_of)
 from .base import TAG_CLUSTER
+
+
+PLACEMENT_API_MISSING = frozenset({"NotImplemented", "InternalFailure"})
+ROUTE_TARGETS = ("GatewayId", "NatGatewayId", "TransitGatewayId", "NetworkInterfaceId", "InstanceId",
+                 "VpcPeeringConnectionId", "CarrierGatewayId", "LocalGatewayId", "CoreNetworkArn")
 
 
 def resource_name(cluster: str) -> str:
@@ -67,6 +73,22 @@ def subnets_by_zone(ec2: Any, vpc_id: str) -> dict[str, str]:
     for subnet in ranked:
         chosen.setdefault(subnet["AvailabilityZone"], subnet["SubnetId"])
     return dict(sorted(chosen.items()))
+
+
+def default_route_targets(ec2: Any, vpc_id: str, subnet_ids: list[str]) -> dict[str, str | None]:
+    """Per subnet, where its route table sends 0.0.0.0/0 (igw-..., nat-..., ...), or None."""
+    tables = paginate(ec2, "describe_route_tables", "RouteTables", Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])
+    explicit = {a["SubnetId"]: t for t in tables for a in t.get("Associations", []) if a.get("SubnetId")}
+    # A subnet without its own association uses the VPC's main route table.
+    main = next((t for t in tables if any(a.get("Main") for a in t.get("Associations", []))), {})
+    return {s: _default_target(explicit.get(s, main)) for s in subnet_ids}
+
+
+def _default_target(table: dict[str, Any]) -> str | None:
+    for route in table.get("Routes", []):
+        if route.get("DestinationCidrBlock") == "0.0.0.0/0" and route.get("State", "active") == "active":
+            return next((str(route[k]) for k in ROUTE_TARGETS if route.get(k)), None)
+    return None
 
 
 def offered_zones(ec2: Any, instance_types: list[str]) -> dict[str, set[str]]:
@@ -185,6 +207,19 @@ def _describe_rule(rule: dict[str, Any]) -> str:
         return "all traffic from the group itself"
     cidrs = [r.get("CidrIp") or r.get("CidrIpv6") for r in rule.get("IpRanges", []) + rule.get("Ipv6Ranges", [])]
     return f"tcp/22 from {', '.join(cidrs)}"
+
+
+def describe_placement_groups(ec2: Any, filters: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The matching placement groups, or None where the endpoint does not implement the API (a bare
+    moto_server answers an HTML 500 page, other stand-ins NotImplemented)."""
+    try:
+        return list(ec2.describe_placement_groups(Filters=filters).get("PlacementGroups", []))
+    except ClientError as exc:
+        if error_code(exc) in PLACEMENT_API_MISSING:
+            return None
+        raise
+    except ResponseParserError:
+        return None
 
 
 def ensure_placement_group(ec2: Any, cluster: str) -> PlacementGroupResult:

@@ -13,7 +13,7 @@ from .aws_images import BASE_IMAGE_PARAMETER
 ACTIONS: dict[str, tuple[str, ...]] = {
     "ec2": (
         # preflight and plan (read-only)
-        "DescribeRegions", "DescribeVpcs", "DescribeSubnets", "DescribeAvailabilityZones",
+        "DescribeRegions", "DescribeVpcs", "DescribeSubnets", "DescribeRouteTables", "DescribeAvailabilityZones",
         "DescribeInstanceTypes", "DescribeInstanceTypeOfferings", "DescribeSpotPriceHistory",
         # key pair, security group, placement group
         "DescribeKeyPairs", "ImportKeyPair", "DeleteKeyPair",

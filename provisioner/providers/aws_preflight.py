@@ -12,7 +12,7 @@ from .. import catalog
 from ..errors import ConfigError, ProviderError
 from .aws_clients import CREDENTIALS_HINT, OPTIONAL_RETRIES, AwsClients, error_code, error_text, is_credentials_error
 from .aws_images import base_image_id, describe_image
-from .aws_network import offered_zones, resolve_vpc, subnets_by_zone
+from .aws_network import default_route_targets, offered_zones, resolve_vpc, subnets_by_zone
 
 if TYPE_CHECKING:
     from ..config import ClusterConfig
@@ -117,6 +117,25 @@ def check_offerings(ec2: Any, instance_types: list[str], zones: list[str]) -> li
     return notes
 
 
+def check_routes(ec2: Any, vpc_id: str, zones: list[str], instance_types: list[str],
+                 required: bool = True) -> list[str]:
+    """The subnets a launch may use must route 0.0.0.0/0 somewhere: nodes install from apt, PyPI
+    and the Hugging Face hub."""
+    offered = offered_zones(ec2, instance_types)
+    subnets = subnets_by_zone(ec2, vpc_id)
+    used = {subnets[z]: z for z in zones if any(z in offered.get(t, set()) for t in instance_types)}
+    missing = [s for s, target in default_route_targets(ec2, vpc_id, list(used)).items() if target is None]
+    if not missing:
+        return []
+    error = ConfigError(f"subnet {missing[0]} ({used[missing[0]]}) has no default route (0.0.0.0/0): nodes there "
+                        "would have no route to package mirrors (apt, PyPI, Hugging Face)",
+                        hint="add a NAT gateway or internet gateway route to its route table, or set zones / "
+                             "vpc_id to subnets that have one")
+    if required:
+        raise error
+    return [f"warning: {error.message}; `up` would stop here"]
+
+
 def check_image(clients: AwsClients, image: str, require_base: bool = True) -> list[str]:
     """The given AMI must exist; otherwise the Ubuntu base must be published (unless only planning)."""
     if image.startswith("ami-"):
@@ -168,7 +187,11 @@ def resolve_ssh_cidr(cidr: str, caller_ip: Callable[[], str]) -> str:
     if address.is_loopback or address.is_unspecified or address.is_multicast or address.is_link_local:
         raise ConfigError(f"ssh.cidr=auto found {address}, which is not a public address",
                           hint="set ssh.cidr to your public address, e.g. 203.0.113.7/32")
-    return f"{address}/{address.max_prefixlen}"
+    if address.version != 4:
+        # The nodes have IPv4 addresses only: a /128 rule would never match the connection.
+        raise ConfigError(f"ssh.cidr=auto found the IPv6 address {address}; the nodes are reached over IPv4",
+                          hint="set ssh.cidr to your public IPv4 address, e.g. 203.0.113.7/32")
+    return f"{address}/32"
 
 
 def ssh_notes(cidr: str) -> list[str]:
@@ -180,7 +203,7 @@ def ssh_notes(cidr: str) -> list[str]:
 def run_preflight(clients: AwsClients, cluster: "ClusterConfig", resolve_cidr: Callable[[], str],
                   require_base_image: bool = True) -> list[str]:
     """Every read-only check `up` needs. `plan` passes require_base_image=False: a missing Ubuntu
-    SSM parameter becomes a warning note there, while `up` stops with a ConfigError."""
+    SSM parameter or default route becomes a warning note there, while `up` stops with a ConfigError."""
     check_region(clients)
     who = check_credentials(clients)
     ec2 = clients.ec2
@@ -193,6 +216,7 @@ def run_preflight(clients: AwsClients, cluster: "ClusterConfig", resolve_cidr: C
         notes += check_offerings(ec2, cluster.instance_types, zones)
         notes += check_image(clients, cluster.image, require_base_image)
         notes += check_quota(clients, cluster, infos[cluster.instance_types[0]])
+        notes += check_routes(ec2, vpc_id, zones, cluster.instance_types, require_base_image)
     except (ClientError, BotoCoreError) as exc:
         if is_credentials_error(exc):
             raise ConfigError(f"AWS denied a read-only check ({error_text(exc)})", hint=CREDENTIALS_HINT) from None

@@ -8,6 +8,7 @@ from botocore.exceptions import ClientError
 from ..errors import ProviderError
 from .aws_clients import chunks, cluster_filter, error_code, error_text, guarded, paginate
 from .aws_instances import LIVE_STATES
+from .aws_network import describe_placement_groups
 
 # Seconds between delete_security_group attempts while ENIs of terminated instances detach.
 SG_BACKOFF = (2, 4, 8, 15, 30, 30, 30)
@@ -73,8 +74,11 @@ def delete_key_pairs(ec2: Any, cluster: str) -> list[str]:
     return [p["KeyName"] for p in pairs]
 
 
-def delete_placement_groups(ec2: Any, cluster: str) -> list[str]:
-    groups = ec2.describe_placement_groups(Filters=cluster_filter(cluster)).get("PlacementGroups", [])
+def delete_placement_groups(ec2: Any, cluster: str, events: Callable[[str], None]) -> list[str]:
+    groups = describe_placement_groups(ec2, cluster_filter(cluster))
+    if groups is None:
+        events("placement groups not checked: this endpoint does not implement DescribePlacementGroups")
+        return []
     names = [g["GroupName"] for g in groups if g.get("State") not in ("deleting", "deleted")]
     for name in names:
         try:

@@ -127,6 +127,20 @@ def seed_ubuntu_parameter(region: str = REGION, ami: str = UBUNTU_AMI) -> None:
         data_type="aws:ec2:image"))
 
 
+def seed_default_vpc_internet_route(region: str = REGION) -> str:
+    """moto's default VPC has no internet gateway, so its subnets have no default route; a real
+    default VPC routes 0.0.0.0/0 to one. Added in the backend so that no test sees the calls."""
+    from moto.ec2.models import ec2_backends
+
+    backend = ec2_backends[DEFAULT_ACCOUNT_ID][region]
+    vpc = next(v for v in backend.vpcs.values() if v.is_default)
+    igw = backend.create_internet_gateway()
+    backend.attach_internet_gateway(igw.id, vpc.id)
+    main = next(t for t in backend.route_tables.values() if t.vpc_id == vpc.id and t.main_association_id)
+    backend.create_route(main.id, "0.0.0.0/0", gateway_id=igw.id)
+    return str(igw.id)
+
+
 def trim_moto_amis(monkeypatch: pytest.MonkeyPatch, keep: tuple[str, ...] = (UBUNTU_AMI,)) -> None:
     """Speed only: moto builds ~1200 AMIs every time it creates or resets a region backend
     (~0.2 s each, several per test). Keep the few AMIs the tests use; MOTO_AMIS_PATH being set

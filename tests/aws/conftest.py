@@ -12,6 +12,8 @@ moto workarounds (moto 5.2.1):
   backend directly (put_parameter refuses names under /aws/).
 - Placement groups raise NotImplementedError: `ApiRecorder` answers Create/Describe/Delete
   PlacementGroup(s) from a small in-memory fake before moto sees them.
+- The default VPC has no internet gateway, hence no default route, which preflight requires:
+  `seed_default_vpc_internet_route` adds one, as a real default VPC has (in REGION only).
 - moto builds ~1200 AMIs per region backend (slow): `trim_moto_amis` keeps the Ubuntu one.
 - (speed) `share_botocore_loader`: one botocore data loader for all sessions in a test.
 - create_image with a "snapshot" TagSpecification raises NotImplementedError: the backend method
@@ -32,7 +34,8 @@ import pytest
 from moto import mock_aws
 
 from aws_helpers import (CALLER_IP, REGION, ApiRecorder, cluster_config, create_image_with_snapshot_tags,
-                         seed_ubuntu_parameter, share_botocore_loader, trim_moto_amis)
+                         seed_default_vpc_internet_route, seed_ubuntu_parameter, share_botocore_loader,
+                         trim_moto_amis)
 from provisioner.config import ClusterConfig
 from provisioner.providers.aws import AwsProvider
 from recording_shell import ShellLog
@@ -91,11 +94,13 @@ def api(monkeypatch: pytest.MonkeyPatch) -> ApiRecorder:
 
 @pytest.fixture
 def aws(aws_env: None, api: ApiRecorder, monkeypatch: pytest.MonkeyPatch) -> Iterator[ApiRecorder]:
-    """A fresh moto account with the Ubuntu parameter seeded; yields the API recorder."""
+    """A fresh moto account with the Ubuntu parameter and the default VPC's internet route seeded;
+    yields the API recorder."""
     trim_moto_amis(monkeypatch)
     share_botocore_loader(monkeypatch)
     with mock_aws():
         seed_ubuntu_parameter()
+        seed_default_vpc_internet_route()
         create_image_with_snapshot_tags(monkeypatch)
         yield api
 

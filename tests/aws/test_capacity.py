@@ -99,3 +99,75 @@ def test_zones_default_to_those_offering_the_type(provider, ec2, aws):
     with pytest.raises(ProviderError) as caught:
         provider.launch(cluster, 1, None, "master", 0)
     assert "us-east-1e" not in caught.value.message and "us-east-1f" in caught.value.message
+
+
+def instances_die_before_running(monkeypatch, reasons):
+    """The n-th run_instances call's instances go to terminated with StateReason reasons[n] (a
+    (code, message) pair; None lets them run), as EC2 does when a launch fails after it was accepted."""
+    from moto.ec2.models import EC2Backend
+    from moto.ec2.models.instances import StateReason
+
+    real = EC2Backend.run_instances
+    calls = []
+
+    def run_instances(self, image_id, count, user_data, security_group_names, **kwargs):
+        reservation = real(self, image_id, count, user_data, security_group_names, **kwargs)
+        reason = reasons[len(calls)] if len(calls) < len(reasons) else None
+        calls.append(kwargs.get("placement"))
+        if reason is not None:
+            for instance in reservation.instances:
+                instance.terminate()
+                instance.state_reason = StateReason(f"{reason[0]}: {reason[1]}", reason[0])
+        return reservation
+
+    monkeypatch.setattr(EC2Backend, "run_instances", run_instances)
+    return calls
+
+
+def terminated_ids(aws):
+    return [i for _, op, p in aws.calls if op == "TerminateInstances" for i in p["InstanceIds"]]
+
+
+@pytest.mark.parametrize("code", ["Server.InsufficientInstanceCapacity", "Server.SpotInstanceTermination",
+                                  "Server.InternalError"])
+def test_a_server_side_death_before_running_tries_the_next_zone(provider, ec2, aws, events, monkeypatch, code):
+    cluster = cluster_config(nodes=2, zones=["us-east-1a", "us-east-1b"])
+    provider.prepare(cluster, PUBLIC_KEY)
+    instances_die_before_running(monkeypatch, [(code, "Server error")])
+    nodes = provider.launch(cluster, 2, None, "worker", 0)
+    assert [subnet_zone(ec2)(p) for _, op, p in aws.calls if op == "RunInstances"] == ["us-east-1a", "us-east-1b"]
+    assert {n.zone for n in nodes} == {"us-east-1b"}
+    assert any(f"us-east-1a unavailable" in e and code in e for e in events)
+    assert len(terminated_ids(aws)) == 2
+
+
+@pytest.mark.parametrize("code, hint", [
+    ("Client.InternalError", "kms:CreateGrant"),
+    ("Client.VolumeLimitExceeded", "root_volume_gib"),
+    ("Client.InstanceInitiatedShutdown", "image"),
+])
+def test_a_client_side_death_before_running_stops_at_once(provider, ec2, aws, events, monkeypatch, code, hint):
+    cluster = cluster_config(nodes=2, zones=["us-east-1a", "us-east-1b"], instance_types=["c7i.2xlarge", "c6i.2xlarge"],
+                             on_demand_fallback=True)
+    provider.prepare(cluster, PUBLIC_KEY)
+    instances_die_before_running(monkeypatch, [(code, "Client error on launch")] * 9)
+    with pytest.raises(ProviderError) as caught:
+        provider.launch(cluster, 2, None, "worker", 0)
+    assert aws.ops().count("RunInstances") == 1
+    assert caught.value.message == (f"2 worker node(s) stopped before running (c7i.2xlarge spot in us-east-1a): "
+                                    f"{code}: Client error on launch")
+    assert hint in caught.value.hint and "add instance types" not in caught.value.hint
+    dead = [i["InstanceId"] for r in ec2.describe_instances()["Reservations"] for i in r["Instances"]]
+    assert sorted(terminated_ids(aws)) == sorted(dead) and len(dead) == 2
+
+
+def test_the_kms_hint_names_every_permission_the_default_ebs_key_needs(provider, aws, monkeypatch):
+    cluster = cluster_config(nodes=1)
+    provider.prepare(cluster, PUBLIC_KEY)
+    instances_die_before_running(monkeypatch, [("Client.InternalError", "Client error on launch")])
+    with pytest.raises(ProviderError) as caught:
+        provider.launch(cluster, 1, None, "master", 0)
+    for action in ("kms:CreateGrant", "kms:Decrypt", "kms:GenerateDataKeyWithoutPlaintext", "kms:ReEncrypt*",
+                   "kms:DescribeKey"):
+        assert action in caught.value.hint
+    assert "\n" not in caught.value.one_line()

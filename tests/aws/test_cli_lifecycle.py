@@ -245,3 +245,18 @@ def test_images_build_bakes_without_keeping_a_cluster_and_up_reuses_it(xc, shell
     assert removed.code == 0 and f"removed image: {image['ImageId']}" in removed.out
     missing = xc("images", "rm", image["ImageId"])
     assert missing.code == 2 and missing.error.startswith(f"error: no image '{image['ImageId']}'")
+
+
+def test_images_rm_and_down_purge_images_wait_out_a_snapshot_still_in_use(xc, ec2, aws):
+    """Real EC2 answers DeleteSnapshot with InvalidSnapshot.InUse for a while after DeregisterImage."""
+    assert xc("images", "--name", "t1", "build").code == 0
+    aws.fail("DeleteSnapshot", "InvalidSnapshot.InUse", times=2)
+    removed = xc("images", "rm", own_images(ec2, "t1-bake")[0]["ImageId"])
+    assert removed.code == 0, removed.err
+    assert xc("up", "--name", "t2", "--nodes", "1").code == 0
+    assert own_images(ec2, "t2")
+    aws.fail("DeleteSnapshot", "InvalidSnapshot.InUse", times=2)
+    down = xc("down", "--name", "t2", "--purge-images")
+    assert down.code == 0, down.err
+    assert own_images(ec2) == []
+    assert ec2.describe_snapshots(OwnerIds=["self"], Filters=[{"Name": "tag-key", "Values": [TAG_IMAGE_KEY]}])["Snapshots"] == []

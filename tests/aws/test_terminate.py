@@ -97,3 +97,24 @@ def test_terminate_failure_is_a_provider_error(provider, aws):
     aws.fail("TerminateInstances", "UnauthorizedOperation")
     with pytest.raises(ProviderError, match="UnauthorizedOperation"):
         provider.terminate(cluster)
+
+
+@pytest.mark.parametrize("code", ["NotImplemented", "InternalFailure"])
+def test_terminate_where_placement_groups_are_not_implemented(provider, ec2, aws, events, code):
+    cluster = cluster_config(nodes=2)
+    provider.prepare(cluster, PUBLIC_KEY)
+    provider.launch(cluster, 2, None, "worker", 0)
+    aws.fail("DescribePlacementGroups", code, times=99)
+    removed = provider.terminate(cluster)
+    assert removed.items["placement_group"] == [] and len(removed.items["instances"]) == 2
+    assert "placement groups not checked: this endpoint does not implement DescribePlacementGroups" in events
+    assert "DeletePlacementGroup" not in aws.ops()
+    assert nothing_left(live_state(ec2, "t1"))
+
+
+def test_other_placement_group_errors_still_fail_terminate(provider, aws):
+    cluster = cluster_config(nodes=1)
+    provider.prepare(cluster, PUBLIC_KEY)
+    aws.fail("DescribePlacementGroups", "UnauthorizedOperation", times=99)
+    with pytest.raises(ProviderError, match="UnauthorizedOperation"):
+        provider.terminate(cluster)
