@@ -1,8 +1,9 @@
 """Loads playbooks/*.yaml and runs their steps over SSH on many nodes at once, idempotently.
 
-A step may carry `unless` (a check; the step is skipped where it passes) and `host_os: true` with
-`packages` (package -> check). Providers that must not change the host OS (local) only run the
-checks and name what is missing.
+A step may carry `unless` (a check; the step is skipped where it passes), `when` (a variable;
+the step runs only where it is not empty) and `host_os: true`, optionally with `packages`
+(package -> check). On nodes that share this machine (local) host_os steps never change the OS:
+package checks still run and name what is missing; steps without packages are skipped.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ class Step:
     unless: str | None = None
     host_os: bool = False
     packages: Mapping[str, str] = field(default_factory=dict)
+    when: str | None = None
 
 
 @dataclass(frozen=True)
@@ -82,8 +84,14 @@ class PlaybookRunner:
                 self.run_step(book.name, step, nodes)
 
     def run_step(self, book: str, step: Step, nodes: list[Node]) -> None:
-        if step.host_os:
+        if step.when is not None and not render(step.when, self.variables).strip():
+            self.log(f"{book}/{step.name}: skipped (nothing configured)")
+            return
+        if step.host_os and step.packages:
             self._host_os_step(book, step, nodes)
+            return
+        if step.host_os and not self.apply_os_steps:
+            self.log(f"{book}/{step.name}: skipped (nodes share this machine's OS)")
             return
         command = render(step.run, self.variables)
         if step.unless:

@@ -105,6 +105,10 @@ class StateDir:
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)
 
+    def forget_hosts(self) -> None:
+        for path in (self.known_hosts, self.ssh_config, self.hostfile):
+            path.unlink(missing_ok=True)
+
     def new_log(self, command: str) -> Path:
         self.create()
         return self.logs / f"{command}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"

@@ -74,6 +74,8 @@ def _already_up(ctx: CommandContext, record: ClusterRecord) -> UpResult:
 def _clean_leftovers(ctx: CommandContext) -> None:
     with ctx.reporter.step("removing leftovers of an earlier, unfinished up"):
         ctx.provider.terminate(ctx.config)
+    # The pins belong to the machines just removed; the new nodes present new host keys.
+    ctx.state.forget_hosts()
 
 
 def _create(ctx: CommandContext, notes: list[str], image: ImagePlan, keep_on_failure: bool) -> UpResult:

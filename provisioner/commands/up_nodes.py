@@ -62,6 +62,8 @@ def playbook_runner(ctx: CommandContext, shell: NodeShell) -> PlaybookRunner:
         "stack_digest": stack_digest(stack),
         "packages": " ".join(shlex.quote(p) for p in stack.packages),
         "pip_args": " ".join(shlex.quote(a) for a in pip),
+        "apt_sources": " ".join(shlex.quote(line) for line in ctx.config.apt.sources),
+        "apt_proxy": shlex.quote(ctx.config.apt.proxy) if ctx.config.apt.proxy else "",
     }
     return PlaybookRunner(shell, variables, apply_os_steps=not ctx.provider.shares_host,
                           log=ctx.reporter.log, log_path=ctx.reporter.log_path)

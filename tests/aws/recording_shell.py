@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from provisioner.providers.base import Node
+from provisioner.errors import RemoteError
 from provisioner.remote import CommandResult, RemoteFile, SshIdentity
 
 PROBE = re.compile(r"\|\| echo MISSING ([^\s;]+)")
@@ -46,7 +47,7 @@ class ShellLog:
     # -- set-up -------------------------------------------------------------------------------
     def factory(self, identity: SshIdentity) -> "RecordingShell":
         self.identities.append(identity)
-        return RecordingShell(self)
+        return RecordingShell(self, identity)
 
     def raise_when(self, trigger: Trigger, error: BaseException) -> None:
         """Raise `error` (once) from the first call matching `trigger`."""
@@ -89,8 +90,23 @@ def fake_host_key(node: Node) -> str:
 
 
 class RecordingShell:
-    def __init__(self, log: ShellLog) -> None:
+    """Answers like fresh nodes, and checks host keys as strictly as FabricShell: each node presents
+    a key derived from its instance id (a replaced instance has a new key), and every command or file
+    transfer is refused unless the cluster's known_hosts pins exactly that key."""
+
+    def __init__(self, log: ShellLog, identity: SshIdentity) -> None:
         self.log = log
+        self.identity = identity
+
+    def _check_pinned(self, node: Node) -> None:
+        known = self.identity.known_hosts
+        lines = known.read_text().splitlines() if known.exists() else []
+        pinned = next((line.split(" ", 1)[1] for line in lines if line.split(",")[0] == node.name), None)
+        if pinned is None:
+            raise RemoteError(f"{node.name} ({node.ssh_host}) has no pinned host key; refusing to connect")
+        if pinned != fake_host_key(node):
+            raise RemoteError(f"{node.name} ({node.ssh_host}) presented a host key that does not match the "
+                              "pinned one", hint="the node was replaced or someone is intercepting")
 
     def wait_ready(self, nodes: list[Node], timeout: float) -> None:
         for node in nodes:
@@ -103,6 +119,7 @@ class RecordingShell:
     def run(self, nodes: list[Node], command: str) -> dict[str, CommandResult]:
         results = {}
         for node in nodes:
+            self._check_pinned(node)
             call = Call("run", node.name, command)
             self.log.record(call)
             results[node.name] = self.log.answer(call)
@@ -111,6 +128,7 @@ class RecordingShell:
     def stream(self, nodes: list[Node], command: str, sink: Callable[[str, str], None]) -> dict[str, CommandResult]:
         results = {}
         for node in nodes:
+            self._check_pinned(node)
             call = Call("stream", node.name, command)
             self.log.record(call)
             results[node.name] = result = self.log.answer(call)
@@ -119,15 +137,18 @@ class RecordingShell:
         return results
 
     def put_files(self, node: Node, files: list[RemoteFile]) -> None:
+        self._check_pinned(node)
         for item in files:
             self.log.record(Call("put_files", node.name, item.path))
         with self.log.lock:
             self.log.files.setdefault(node.name, []).extend(files)
 
     def put(self, node: Node, local: Path, remote_path: str) -> None:
+        self._check_pinned(node)
         self.log.record(Call("put", node.name, remote_path))
 
     def get(self, node: Node, remote_path: str, local: Path) -> None:
+        self._check_pinned(node)
         self.log.record(Call("get", node.name, remote_path))
         local.parent.mkdir(parents=True, exist_ok=True)
         local.write_text("")

@@ -178,3 +178,14 @@ def test_a_failing_rollback_says_so_and_down_finishes_the_cleanup(xc, ec2, aws, 
     down = xc("down", "--name", "t1")
     assert down.code == 0, down.err
     assert nothing_left(live_state(ec2, "t1"))
+
+
+def test_up_after_a_kept_failure_pins_the_new_nodes_keys(xc, shell, ec2, aws, xc_home):
+    """The next `up` replaces the kept nodes; it must pin the new instances' keys, not compare them
+    with the old ones (a false 'someone is intercepting' alarm). The shell checks pins strictly."""
+    shell.exit_with(lambda c: MESH_MARK in c.command, 255, "ssh: connect to host node1 port 22: Connection timed out")
+    assert xc(*UP, "--keep-on-failure").code == 1
+    shell.exit_codes.clear()
+    again = xc(*UP)
+    assert again.code == 0, again.err
+    assert len(live_state(ec2, "t1")["instances"]) == 2

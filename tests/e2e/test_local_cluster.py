@@ -216,3 +216,20 @@ def test_commands_on_an_existing_cluster_need_only_its_name(local_env: LocalEnv,
     assert result.code == 0, result.err
     data = json.loads(result.out)
     assert data["provider"] == "local" and len(data["nodes"]) == 3
+
+
+def test_up_after_a_kept_failure_pins_the_new_host_keys(local_env: LocalEnv, warm_image: str) -> None:
+    """A kept failed up leaves node0's old key pinned; the next up replaces node0 and must pin its new
+    key instead of refusing it as an interception."""
+    name = "e2ekeep"
+    failed = local_env.cli("up", "--name", name, "--nodes", "1", "--image", "none", "--stack", "intel",
+                           "--keep-on-failure")
+    assert failed.code == 1 and "resources were kept" in failed.err
+    assert (local_env.home / "clusters" / name / "known_hosts").exists()
+    again = local_env.cli("up", "--name", name, "--nodes", "1", "--stack", "stock", "--image", "auto")
+    try:
+        assert again.code == 0, again.err
+        assert "does not match the pinned one" not in again.err
+    finally:
+        local_env.cli("down", "--name", name)
+    assert leftovers(local_env, name)["namespaces"] == []
