@@ -18,7 +18,8 @@ from ..providers.base import Image, Network, Node
 from ..remote import NodeShell
 from ..stacks import get_stack
 from ..state import ClusterRecord
-from .up_nodes import add_nodes, check_mesh, playbook_runner, write_cluster_files
+from .up_nodes import (IMAGE_PREPARE, IMAGE_RESTORE, add_nodes, check_mesh, playbook_runner, run_on_master,
+                       write_cluster_files)
 from .up_rollback import rollback
 
 Step = tuple[str, Callable[[], None]]
@@ -148,10 +149,29 @@ class UpSteps:
         runner.run_all(load_playbooks(), self.record.node_list(), self.ctx.reporter.detail)
 
     def bake(self) -> None:
-        baked = self.ctx.provider.bake(self.ctx.config, self.record.node_list()[0], str(self.image.key))
+        master = self.record.node_list()[0]
+        if self.ctx.provider.shares_host:
+            baked = self.ctx.provider.bake(self.ctx.config, master, str(self.image.key))
+        else:
+            baked = self._bake_clean(master)
         self.image = ImagePlan(self.image.key, baked, ImageAction.BAKE, self.image.base_id)
         self._record_image(baked)
         self.record.add_resources("image", [baked.id])
+
+    def _bake_clean(self, master: Node) -> Image:
+        """Bake with the master's own identity left out of the image, and put back right after the snapshot."""
+        restored: list[bool] = []
+
+        def restore() -> None:
+            if not restored:
+                restored.append(True)
+                run_on_master(self.ctx, master, self.shell, IMAGE_RESTORE, "restoring the master after the snapshot")
+
+        run_on_master(self.ctx, master, self.shell, IMAGE_PREPARE, "preparing the master for its image")
+        try:
+            return self.ctx.provider.bake(self.ctx.config, master, str(self.image.key), on_snapshot=restore)
+        finally:
+            restore()
 
     def launch_workers(self) -> None:
         cfg = self.ctx.config

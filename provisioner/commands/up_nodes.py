@@ -96,3 +96,30 @@ def check_mesh(ctx: CommandContext, nodes: list[Node], shell: NodeShell) -> None
         detail = ", ".join(failed) if failed else result.last_line()
         raise XeonClusterError(f"the master cannot reach {detail} by name over SSH",
                                hint="check the nodes' security group / network", log=ctx.reporter.log_path)
+
+
+# Before CreateImage: flush the gigabytes pip just wrote (a NoReboot snapshot is crash-consistent),
+# and keep out of the image what belongs to this instance or cluster: the authorized key cloud-init
+# added, the machine id and cloud-init's instance state. The snapshot is taken when CreateImage is
+# called, so RESTORE puts them back on the running master right after; its SSH connection stays open.
+IMAGE_PREPARE = (
+    "if [ -e ~/.ssh/id_ed25519 ]; then echo 'refusing to bake: a private key is on the node' >&2; exit 1; fi; "
+    "cp -p ~/.ssh/authorized_keys ~/.ssh/authorized_keys.xc-bake 2>/dev/null || true; "
+    ": > ~/.ssh/authorized_keys 2>/dev/null || true; "
+    "sudo sh -c 'if [ -s /root/.ssh/authorized_keys ]; then cp -p /root/.ssh/authorized_keys /root/.xc-bake-keys; "
+    ": > /root/.ssh/authorized_keys; fi; cp -p /etc/machine-id /etc/machine-id.xc-bake && : > /etc/machine-id; "
+    "if [ -d /var/lib/cloud ]; then mv /var/lib/cloud /var/lib/cloud.xc-bake; fi; sync'"
+)
+IMAGE_RESTORE = (
+    "if [ -e ~/.ssh/authorized_keys.xc-bake ]; then mv ~/.ssh/authorized_keys.xc-bake ~/.ssh/authorized_keys; fi; "
+    "sudo sh -c 'if [ -e /root/.xc-bake-keys ]; then mv /root/.xc-bake-keys /root/.ssh/authorized_keys; fi; "
+    "if [ -e /etc/machine-id.xc-bake ]; then mv /etc/machine-id.xc-bake /etc/machine-id; fi; "
+    "if [ -d /var/lib/cloud.xc-bake ]; then rm -rf /var/lib/cloud; mv /var/lib/cloud.xc-bake /var/lib/cloud; fi'"
+)
+
+
+def run_on_master(ctx: CommandContext, master: Node, shell: NodeShell, command: str, doing: str) -> None:
+    result = shell.run([master], command)[master.name]
+    ctx.reporter.log(f"[{master.name}] {doing}: exit {result.exit_code}\n{result.stdout}{result.stderr}")
+    if not result.ok:
+        raise XeonClusterError(f"{doing} failed on {master.name}: {result.last_line()}", log=ctx.reporter.log_path)

@@ -140,9 +140,10 @@ class AwsProvider(Provider):
             raw = aws_images.describe_image(self.ec2, image_id)
         return aws_images.to_image(raw) if raw else None
 
-    def bake(self, cluster: "ClusterConfig", node: Node, key: str) -> Image:
+    def bake(self, cluster: "ClusterConfig", node: Node, key: str,
+             on_snapshot: Callable[[], None] | None = None) -> Image:
         with translated(f"baking an image from {node.name} ({node.id})"):
-            image = aws_images.bake(self.ec2, cluster.name, node.id, key, self.image_wait, self.sleep)
+            image = aws_images.bake(self.ec2, cluster.name, node.id, key, self.image_wait, self.sleep, on_snapshot)
         self.events(f"baked image {image.id} from {node.name} for key {key[:16]}")
         return image
 

@@ -71,13 +71,16 @@ def image_name(cluster: str, key: str) -> str:
 
 
 def bake(ec2: Any, cluster: str, instance_id: str, key: str, wait: dict[str, int],
-         sleep: Callable[[float], None] = time.sleep) -> Image:
+         sleep: Callable[[float], None] = time.sleep, on_snapshot: Callable[[], None] | None = None) -> Image:
     tags = cluster_tags(cluster, "image", **{TAG_IMAGE_KEY: key, "Name": f"xeoncluster-{key[:16]}"})
     made = guarded(f"creating an image of {instance_id}", lambda: ec2.create_image(
         InstanceId=instance_id, Name=image_name(cluster, key), NoReboot=True,
         Description=f"xeoncluster image {key[:16]}", TagSpecifications=tag_specs(tags, "image", "snapshot")))
     image_id = made["ImageId"]
     try:
+        # EBS snapshots are point-in-time at CreateImage: the instance may change from here on.
+        if on_snapshot is not None:
+            on_snapshot()
         raw = _wait_until_available(ec2, image_id, wait)
     except BaseException:
         # A half-made image would be found by key later and reused: remove it there and then, by

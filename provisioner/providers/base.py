@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Mapping
+from typing import TYPE_CHECKING, Callable, ClassVar, Mapping
 
 if TYPE_CHECKING:
     from ..config import ClusterConfig
@@ -131,7 +131,9 @@ class Provider(ABC):
         """`network`: what prepare() returned; looked up again when not given."""
 
     @abstractmethod
-    def bake(self, cluster: "ClusterConfig", node: Node, key: str) -> Image: ...
+    def bake(self, cluster: "ClusterConfig", node: Node, key: str,
+             on_snapshot: Callable[[], None] | None = None) -> Image:
+        """`on_snapshot` is called once the image's content is fixed, before waiting for it to be usable."""
 
     @abstractmethod
     def nodes(self, cluster: "ClusterConfig") -> list[Node]:

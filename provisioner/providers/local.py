@@ -216,7 +216,8 @@ class LocalProvider(Provider):
     def get_image(self, image_id: str) -> Image | None:
         return next((image for image in self.images() if image.id == image_id), None)
 
-    def bake(self, cluster: "ClusterConfig", node: Node, key: str) -> Image:
+    def bake(self, cluster: "ClusterConfig", node: Node, key: str,
+             on_snapshot: Callable[[], None] | None = None) -> Image:
         """Like an AMI bake with a reboot: stop the node, move its home layer into the image, restart it.
 
         Moving instead of copying keeps a bake at well under a second and leaves no second copy of
@@ -245,6 +246,8 @@ class LocalProvider(Provider):
         self._start_node(cluster, node.name, node.private_ip, self._image_home(image), node.role,
                          int(node.name[4:]))
         wait_for_port(node.private_ip, 22, timeout=30)
+        if on_snapshot is not None:
+            on_snapshot()
         return image
 
     def remove_image(self, image_id: str) -> Removed:

@@ -260,3 +260,29 @@ def test_images_rm_and_down_purge_images_wait_out_a_snapshot_still_in_use(xc, ec
     assert down.code == 0, down.err
     assert own_images(ec2) == []
     assert ec2.describe_snapshots(OwnerIds=["self"], Filters=[{"Name": "tag-key", "Values": [TAG_IMAGE_KEY]}])["Snapshots"] == []
+
+
+def test_the_image_is_taken_after_sync_and_without_the_masters_identity(xc, shell, ec2, aws, monkeypatch):
+    """CreateImage(NoReboot) snapshots a live disk: pip's writes must be flushed first, and the image must
+    not carry the baking cluster's authorized key, the machine id or cloud-init's instance state; the
+    master gets them back right after the snapshot, before anything else runs on it."""
+    from moto.ec2.models import EC2Backend
+
+    real = EC2Backend.create_image
+    seen: list[list[str]] = []
+
+    def create_image(self, *args, **kwargs):
+        seen.append(shell.commands("node0"))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(EC2Backend, "create_image", create_image)
+    assert xc("up", "--name", "t1", "--nodes", "2").code == 0
+    [before] = seen
+    prepare = before[-1]
+    for fragment in ("sync", ": > ~/.ssh/authorized_keys", ": > /etc/machine-id", "mv /var/lib/cloud /var/lib/cloud.xc-bake",
+                     "refusing to bake: a private key is on the node"):
+        assert fragment in prepare, fragment
+    after = shell.commands("node0")[len(before)]
+    assert "mv ~/.ssh/authorized_keys.xc-bake ~/.ssh/authorized_keys" in after
+    assert "mv /var/lib/cloud.xc-bake /var/lib/cloud" in after
+    assert sum("authorized_keys.xc-bake ~/.ssh" in c for c in shell.commands("node0")) == 1
