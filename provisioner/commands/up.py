@@ -175,7 +175,8 @@ class UpSteps:
 
     def launch_workers(self) -> None:
         cfg = self.ctx.config
-        nodes = self.ctx.provider.launch(cfg, cfg.nodes - 1, self.image.image, "worker", 1, self.network)
+        master = self.record.node_list()[0]
+        nodes = self.ctx.provider.launch(cfg, cfg.nodes - 1, self.image.image, "worker", 1, self.network, near=master)
         add_nodes(self.ctx, self.record, nodes, self.shell)
 
     def write_files(self) -> None:

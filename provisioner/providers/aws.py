@@ -14,7 +14,7 @@ from . import aws_images, aws_network, aws_teardown
 from .aws_checkip import checkip_caller_ip
 from .aws_clients import OPTIONAL_RETRIES, ApiCall, AwsClients, translated
 from .aws_console import ConsoleWait, poll_host_keys
-from .aws_instances import (LaunchSpec, describe_instances, launch_with_fallback, node_index,
+from .aws_instances import (LaunchSpec, describe_instances, launch_with_fallback, near_zones, node_index,
                             plan_attempts, terminate_now, to_node)
 from .aws_preflight import resolve_ssh_cidr, run_preflight
 from .aws_pricing import node_prices, quote
@@ -161,7 +161,7 @@ class AwsProvider(Provider):
 
     # -- instances -------------------------------------------------------------------------
     def launch(self, cluster: "ClusterConfig", count: int, image: Image | None, role: str, first_index: int,
-               network: Network | None = None) -> list[Node]:
+               network: Network | None = None, near: Node | None = None) -> list[Node]:
         if count <= 0:
             return []
         self._console_wait = None  # new nodes: a new wait for their host keys
@@ -170,10 +170,14 @@ class AwsProvider(Provider):
             network = network or self._find_network(cluster)
             spec = self._launch_spec(cluster, network, count, image, role, first_index)
         market = cluster.effective_master_market if role == "master" else cluster.market
-        zones_by_type = {t: list(z) for t, z in network.zones_by_type.items()}
+        zones_by_type = near_zones(network.zones_by_type, near, cluster.placement_group)
         attempts = plan_attempts(cluster.instance_types, zones_by_type, market, cluster.on_demand_fallback)
         launched = launch_with_fallback(self.ec2, spec, attempts, self.instance_wait, self.events,
-                                        run_client=self.clients.ec2_no_retries, sleep=self.sleep)
+                                        run_client=self.clients.ec2_no_retries, sleep=self.sleep,
+                                        required_zone=near.zone if near and cluster.placement_group else None)
+        if near is not None and near.zone and launched.attempt.zone != near.zone:
+            self.events(f"warning: {role}s run in {launched.attempt.zone}, not in {near.name}'s zone {near.zone} "
+                        "(no capacity there): DDP traffic crosses zones, with more latency and a per-GB charge")
         ids = list(launched.instance_ids)
         try:
             with translated(doing):

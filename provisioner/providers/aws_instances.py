@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from botocore.exceptions import BotoCoreError, ClientError, WaiterError
 
@@ -96,6 +96,18 @@ def run_request(spec: LaunchSpec, attempt: Attempt, client_token: str) -> dict[s
     return request
 
 
+def near_zones(zones_by_type: Mapping[str, tuple[str, ...]], near: Node | None,
+               same_zone: bool) -> dict[str, list[str]]:
+    """Zones to try per type: the `near` node's zone first (DDP traffic stays in one zone), or only it
+    when a placement group binds the cluster to that zone."""
+    wanted = near.zone if near is not None else None
+    result = {}
+    for itype, zones in zones_by_type.items():
+        ordered = sorted(zones, key=lambda z: z != wanted)
+        result[itype] = [z for z in ordered if z == wanted] if wanted and same_zone else ordered
+    return result
+
+
 def plan_attempts(instance_types: list[str], zones_by_type: dict[str, list[str]], market: str,
                   on_demand_fallback: bool) -> list[Attempt]:
     """Next zone, then next type, then (spot only, if allowed) the same again on demand."""
@@ -105,7 +117,7 @@ def plan_attempts(instance_types: list[str], zones_by_type: dict[str, list[str]]
 
 def launch_with_fallback(ec2: Any, spec: LaunchSpec, attempts: list[Attempt], wait: dict[str, int],
                          events: Callable[[str], None], run_client: Any = None,
-                         sleep: Callable[[float], None] = time.sleep) -> Launched:
+                         sleep: Callable[[float], None] = time.sleep, required_zone: str | None = None) -> Launched:
     """One run_instances per attempt. `run_client` should have botocore retries off (capacity errors
     come as HTTP 500, which botocore would retry in the same zone); throttling is retried here."""
     failures: list[str] = []
@@ -120,6 +132,10 @@ def launch_with_fallback(ec2: Any, spec: LaunchSpec, attempts: list[Attempt], wa
         events(f"launched {spec.count} {spec.role} node(s) as {attempt}{reason}")
         return Launched(attempt, tuple(ids), tuple(failures))
     tried = "; ".join(failures) if failures else "no zone offers the requested instance types"
+    if required_zone:
+        raise ProviderError(f"could not launch {spec.count} {spec.role} node(s) in {required_zone}, the zone the "
+                            f"cluster's placement group is bound to: {tried}",
+                            hint="retry later, add instance types, or set placement_group: false")
     hint = "add instance types or zones" + (", or set on_demand_fallback: true" if attempts and attempts[0].market == "spot" else "")
     raise ProviderError(f"could not launch {spec.count} {spec.role} node(s): {tried}", hint=hint)
 

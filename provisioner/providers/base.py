@@ -127,8 +127,9 @@ class Provider(ABC):
 
     @abstractmethod
     def launch(self, cluster: "ClusterConfig", count: int, image: Image | None, role: str, first_index: int,
-               network: Network | None = None) -> list[Node]:
-        """`network`: what prepare() returned; looked up again when not given."""
+               network: Network | None = None, near: Node | None = None) -> list[Node]:
+        """`network`: what prepare() returned; looked up again when not given. `near`: launch close to
+        this node (its zone first, where the provider has zones)."""
 
     @abstractmethod
     def bake(self, cluster: "ClusterConfig", node: Node, key: str,
