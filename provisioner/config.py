@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+import os
 import re
 from pathlib import Path
 from typing import Any, Literal, Mapping
@@ -162,7 +163,7 @@ class ClusterConfig(_Strict):
     @model_validator(mode="after")
     def _provider_defaults(self) -> "ClusterConfig":
         if self.provider == "aws" and self.region is None:
-            object.__setattr__(self, "region", "us-east-1")
+            object.__setattr__(self, "region", default_region(self.profile))
         if self.ssh.user is None:
             self.ssh.user = "root" if self.provider == "local" else "ubuntu"
         return self
@@ -170,6 +171,22 @@ class ClusterConfig(_Strict):
     @property
     def effective_master_market(self) -> str:
         return self.master_market or self.market
+
+
+def default_region(profile: str | None) -> str:
+    """What the AWS CLI would use: AWS_REGION, then AWS_DEFAULT_REGION or the profile's region, then us-east-1.
+
+    botocore itself reads only AWS_DEFAULT_REGION, so AWS_REGION is looked at here."""
+    import botocore.exceptions
+    import botocore.session
+
+    if os.environ.get("AWS_REGION"):
+        return os.environ["AWS_REGION"]
+    try:
+        region = botocore.session.Session(profile=profile).get_config_variable("region")
+    except botocore.exceptions.BotoCoreError:
+        region = None  # a missing profile is reported by the preflight, with its own hint
+    return str(region or "us-east-1")
 
 
 FIELD_PATHS: dict[str, set[str]] = {
