@@ -17,8 +17,7 @@ from .errors import ProviderError
 from .stacks import Stack
 
 WHEEL_CACHE = Path("/var/cache/xeoncluster/wheels")
-# Host-sharing nodes build their venv with the host's /usr/bin/python3 (Debian 12).
-HOST_NODE_PYTHON = "3.11"
+NODE_PYTHON = "/usr/bin/python3"  # what the venv playbook builds the venv with
 
 
 def pip_args(config: ClusterConfig, stack: Stack, shares_host: bool,
@@ -49,8 +48,9 @@ def fill_wheelhouse(house: Path, packages: list[str]) -> None:
     staging = house.with_name(house.name + ".partial")
     staging.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(staging), *packages]
-    if f"{sys.version_info.major}.{sys.version_info.minor}" != HOST_NODE_PYTHON:
-        argv[5:5] = ["--only-binary=:all:", "--python-version", HOST_NODE_PYTHON]
+    node_python = python_version(NODE_PYTHON)
+    if f"{sys.version_info.major}.{sys.version_info.minor}" != node_python:
+        argv[5:5] = ["--only-binary=:all:", "--python-version", node_python]
     result = subprocess.run(argv, capture_output=True, text=True)
     if result.returncode != 0:
         errors = [ln for ln in result.stderr.splitlines() if ln.startswith("ERROR:")] or ["pip download failed"]
@@ -60,3 +60,13 @@ def fill_wheelhouse(house: Path, packages: list[str]) -> None:
     (staging / ".complete").touch()
     shutil.rmtree(house, ignore_errors=True)
     staging.rename(house)
+
+
+def python_version(python: str) -> str:
+    """major.minor of the interpreter the nodes on this machine build their venv with."""
+    try:
+        out = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise ProviderError(f"cannot run {python}: {exc}", hint="apt-get install python3 python3-venv") from None
+    return out.strip()

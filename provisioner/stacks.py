@@ -1,6 +1,7 @@
 """The pinned software stacks in ami/stacks.yaml."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,11 @@ class Stack:
     packages: tuple[str, ...]
     index_urls: tuple[str, ...]
 
+    @property
+    def python_min(self) -> tuple[int, int]:
+        major, minor = re.fullmatch(r">=\s*(\d+)\.(\d+)", self.python).groups()  # type: ignore[union-attr]
+        return int(major), int(minor)
+
     def pin(self, package: str) -> str | None:
         prefix = package.lower() + "=="
         return next((p.split("==", 1)[1] for p in self.packages if p.lower().startswith(prefix)), None)
@@ -29,6 +35,8 @@ class Stack:
 
 def check_stack(stack: Stack) -> None:
     """Combinations that cannot work are refused before anything is created or run."""
+    if not re.fullmatch(r">=\s*\d+\.\d+", stack.python):
+        raise ConfigError(f"stack {stack.name}: python must be a minimum such as '>=3.11' (got {stack.python!r})")
     torch = stack.pin("torch")
     if stack.ipex:
         _check_built_for_torch(stack, "intel-extension-for-pytorch", "IPEX", torch)

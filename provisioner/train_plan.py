@@ -131,26 +131,30 @@ def program_args(request: TrainRequest, stack: Stack, home: str, run: str, data:
     return args + list(request.trainer_args)
 
 
-def launch_env(request: TrainRequest, stack: Stack, home: str) -> dict[str, str]:
+def launch_env(request: TrainRequest, stack: Stack, home: str, iface: str | None = None) -> dict[str, str]:
     # No PYTHONUNBUFFERED: unbuffered print() writes text and newline separately, and Intel MPI's
     # -l labels each write, splitting lines. The training package flushes whole lines itself.
     env = {"PYTHONPATH": RemoteLayout(home).package_root, "XC_STACK": stack.name, "TOKENIZERS_PARALLELISM": "false"}
+    if iface:
+        # gloo and Hydra otherwise pick an address by resolving the hostname, which fails in VPCs
+        # without DNS hostnames; the interface that reaches the master's private address always works.
+        env |= {"GLOO_SOCKET_IFNAME": iface, "I_MPI_HYDRA_IFACE": iface}
     if request.offline or request.demo:
         env |= {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     return env | dict(request.env)
 
 
 def build_plan(request: TrainRequest, stack: Stack, nodes: list[Node], topology: CpuTopology, home: str,
-               run: str, data: dict[str, str]) -> LaunchPlan:
+               run: str, data: dict[str, str], iface: str | None = None) -> LaunchPlan:
     master = nodes[0]
+    env = launch_env(request, stack, home, iface)
     try:
         ranks = plan_ranks(topology, len(nodes), backend=stack.backend, ipex=stack.ipex, ppn=request.ppn,
-                           threads=request.threads, master_addr=master.private_ip,
-                           extra_env=launch_env(request, stack, home))
+                           threads=request.threads, master_addr=master.private_ip, extra_env=env)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if not request.tuned:
-        ranks = untuned(ranks, launch_env(request, stack, home))
+        ranks = untuned(ranks, env)
     program = program_args(request, stack, home, run, data)
     layout = RemoteLayout(home)
     argv = mpirun_command(layout.mpiexec, layout.hostfile, ranks, program)

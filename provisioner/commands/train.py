@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import tarfile
 import time
 from dataclasses import dataclass, field
@@ -13,11 +14,16 @@ from ..context import CommandContext
 from ..errors import RemoteError, TrainingError
 from ..package_sync import package_files, sync_data_file, sync_tree
 from ..paths import project_file
-from ..remote import NodeShell
+from ..remote import CommandResult, NodeShell
 from ..remote_layout import PACKAGE_ROOT, VENV
 from ..stacks import get_stack
 from ..topology import CpuTopology, parse_probe, probe_command
 from ..train_plan import LaunchPlan, TrainRequest, build_plan, check_request, default_run_name
+
+# The interface each node reaches the master's private address over (on the master: the one holding it).
+IFACE_PROBE = ("dev=$(ip -o -4 route get {ip} 2>/dev/null | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p'); "
+               "if [ \"$dev\" = lo ]; then dev=$(ip -o -4 addr show to {ip} 2>/dev/null | awk '{{print $2}}'); fi; "
+               "echo iface=$dev")
 
 
 @dataclass
@@ -64,8 +70,8 @@ class TrainRunner:
         check_request(self.request, self.stack)
         reporter = self.ctx.reporter
         with reporter.step(f"read topology of {len(self.nodes)} node(s)"):
-            topology, home = self._probe(shell)
-            reporter.detail(topology.describe())
+            topology, home, iface = self._probe(shell)
+            reporter.detail(topology.describe() + (f"; nodes reach the master over {iface}" if iface else ""))
         data: dict[str, str] = {}
         if not dry_run:
             with reporter.step("sync the training package and data"):
@@ -75,11 +81,12 @@ class TrainRunner:
                 data = self._sync_data(shell)
         run = self.request.run or (self._latest_run() if self.request.resume else None) or default_run_name(
             self.request.task)
-        return build_plan(self.request, self.stack, self.nodes, topology, home, run, data)
+        return build_plan(self.request, self.stack, self.nodes, topology, home, run, data, iface)
 
-    def _probe(self, shell: NodeShell) -> tuple[CpuTopology, str]:
+    def _probe(self, shell: NodeShell) -> tuple[CpuTopology, str, str | None]:
         # The venv argument stays outside the quoting so that the node's shell expands $HOME.
-        command = f'echo home=$HOME; {probe_command()} "$HOME/{VENV}"'
+        command = (f'echo home=$HOME; {probe_command()} "$HOME/{VENV}"; '
+                   f"{IFACE_PROBE.format(ip=shlex.quote(self.nodes[0].private_ip))}")
         results = shell.run(self.nodes, command)
         failed = [r for r in results.values() if not r.ok]
         if failed:
@@ -94,7 +101,18 @@ class TrainRunner:
         differing = sorted(n for n, t in topologies.items() if t != master)
         if differing:
             self.ctx.reporter.warn(f"{', '.join(differing)} differ from node0's topology; planning for node0")
-        return master, homes.pop()
+        return master, homes.pop(), self._common_iface(results)
+
+    def _common_iface(self, results: dict[str, CommandResult]) -> str | None:
+        found = {name: value for name, r in results.items() for line in r.stdout.splitlines()
+                 if line.startswith("iface=") for value in [line.split("=", 1)[1].strip()]}
+        names = set(found.values())
+        if len(names) == 1 and "" not in names:
+            return names.pop()
+        seen = ", ".join(f"{name}={value or '?'}" for name, value in sorted(found.items()))
+        self.ctx.reporter.warn(f"nodes reach the master over different or unknown interfaces ({seen}); "
+                               "GLOO_SOCKET_IFNAME is left to gloo")
+        return None
 
     def _sync_data(self, shell: NodeShell) -> dict[str, str]:
         data = {}

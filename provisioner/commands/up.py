@@ -18,7 +18,7 @@ from ..providers.base import Image, Network, Node
 from ..remote import NodeShell
 from ..stacks import get_stack
 from ..state import ClusterRecord
-from .up_nodes import (IMAGE_PREPARE, IMAGE_RESTORE, add_nodes, check_mesh, playbook_runner, run_on_master,
+from .up_nodes import (GROW_ROOT_FS, IMAGE_PREPARE, IMAGE_RESTORE, add_nodes, check_mesh, playbook_runner, run_on_master,
                        write_cluster_files)
 from .up_rollback import rollback
 
@@ -120,6 +120,8 @@ class UpSteps:
             steps.append(("configure nodes (playbooks)", self.configure))
         if self.image.action is ImageAction.BAKE:
             steps.append(("bake image", self.bake))
+            if self._grown_root():
+                steps.append((f"grow the master's disk to {self.ctx.config.root_volume_gib} GiB", self.grow_master))
         if nodes > 1 and self.image.action is not ImageAction.NONE:
             steps.append((f"launch {nodes - 1} worker(s)", self.launch_workers))
         steps.append(("write ssh config and hostfile on the master", self.write_files))
@@ -141,8 +143,20 @@ class UpSteps:
 
     def launch_master(self) -> None:
         count = self.ctx.config.nodes if self.image.action is ImageAction.NONE else 1
-        nodes = self.ctx.provider.launch(self.ctx.config, count, self.image.image, "master", 0, self.network)
+        # A snapshot can't be restored onto a smaller disk: bake from a small one, grow it afterwards.
+        root = self.ctx.provider.bake_root_gib if self._grown_root() else None
+        nodes = self.ctx.provider.launch(self.ctx.config, count, self.image.image, "master", 0, self.network,
+                                         root_gib=root)
         add_nodes(self.ctx, self.record, nodes, self.shell)
+
+    def _grown_root(self) -> bool:
+        small = self.ctx.provider.bake_root_gib
+        return self.image.action is ImageAction.BAKE and small is not None and self.ctx.config.root_volume_gib > small
+
+    def grow_master(self) -> None:
+        master = self.record.node_list()[0]
+        if self.ctx.provider.grow_root(self.ctx.config, master, self.ctx.config.root_volume_gib):
+            run_on_master(self.ctx, master, self.shell, GROW_ROOT_FS, "growing the master's root filesystem")
 
     def configure(self) -> None:
         runner = playbook_runner(self.ctx, self.shell)

@@ -59,6 +59,8 @@ def playbook_runner(ctx: CommandContext, shell: NodeShell) -> PlaybookRunner:
     variables = {
         "venv": home_relative(VENV),
         "stack": stack.name,
+        "python": stack.python,
+        "python_min": ", ".join(str(v) for v in stack.python_min),
         "stack_digest": stack_digest(stack),
         "packages": " ".join(shlex.quote(p) for p in stack.packages),
         "pip_args": " ".join(shlex.quote(a) for a in pip),
@@ -115,6 +117,15 @@ IMAGE_RESTORE = (
     "sudo sh -c 'if [ -e /root/.xc-bake-keys ]; then mv /root/.xc-bake-keys /root/.ssh/authorized_keys; fi; "
     "if [ -e /etc/machine-id.xc-bake ]; then mv /etc/machine-id.xc-bake /etc/machine-id; fi; "
     "if [ -d /var/lib/cloud.xc-bake ]; then rm -rf /var/lib/cloud; mv /var/lib/cloud.xc-bake /var/lib/cloud; fi'"
+)
+
+# After the disk grew: grow the root partition (growpart says NOCHANGE and exits 1 when there is
+# nothing to do) and its filesystem. A root that is not a partition of a disk has nothing to grow.
+GROW_ROOT_FS = (
+    "src=$(findmnt -no SOURCE /); case \"$src\" in /dev/*) ;; *) echo \"root is $src: nothing to grow\"; exit 0;; esac; "
+    "part=$(cat /sys/class/block/$(basename \"$src\")/partition 2>/dev/null || true); "
+    "if [ -n \"$part\" ]; then sudo growpart \"/dev/$(lsblk -no PKNAME \"$src\" | head -n 1)\" \"$part\" || true; fi; "
+    "if [ \"$(findmnt -no FSTYPE /)\" = xfs ]; then sudo xfs_growfs /; else sudo resize2fs \"$src\"; fi; df -h /"
 )
 
 

@@ -7,10 +7,11 @@ launch attempt, and node names come from tags plus AmiLaunchIndex rather than pe
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError, ProviderError
-from . import aws_images, aws_network, aws_teardown
+from . import aws_images, aws_network, aws_teardown, aws_volumes
 from .aws_checkip import checkip_caller_ip
 from .aws_clients import OPTIONAL_RETRIES, ApiCall, AwsClients, translated
 from .aws_console import ConsoleWait, poll_host_keys
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 class AwsProvider(Provider):
     name = "aws"
+    bake_root_gib = aws_images.BAKE_ROOT_GIB
 
     def __init__(self, region: str, profile: str | None = None,
                  events: Callable[[str], None] = lambda m: None,
@@ -161,7 +163,7 @@ class AwsProvider(Provider):
 
     # -- instances -------------------------------------------------------------------------
     def launch(self, cluster: "ClusterConfig", count: int, image: Image | None, role: str, first_index: int,
-               network: Network | None = None, near: Node | None = None) -> list[Node]:
+               network: Network | None = None, near: Node | None = None, root_gib: int | None = None) -> list[Node]:
         if count <= 0:
             return []
         self._console_wait = None  # new nodes: a new wait for their host keys
@@ -169,6 +171,8 @@ class AwsProvider(Provider):
         with translated(doing):
             network = network or self._find_network(cluster)
             spec = self._launch_spec(cluster, network, count, image, role, first_index)
+            if root_gib is not None:
+                spec = replace(spec, root_gib=root_gib)
         market = cluster.effective_master_market if role == "master" else cluster.market
         zones_by_type = near_zones(network.zones_by_type, near, cluster.placement_group)
         attempts = plan_attempts(cluster.instance_types, zones_by_type, market, cluster.on_demand_fallback)
@@ -202,6 +206,14 @@ class AwsProvider(Provider):
             # Whatever address SSH uses, nodes need a way out to apt, PyPI and the Hugging Face hub;
             # in a default VPC that is a public IP (preflight checks the subnets' default route).
             public_ip=True)
+
+    def grow_root(self, cluster: "ClusterConfig", node: Node, gib: int) -> bool:
+        with translated(f"growing the root volume of {node.name} ({node.id}) to {gib} GiB"):
+            volume_id, size = aws_volumes.root_volume(self.ec2, node.id)
+            if size < gib:
+                aws_volumes.grow_volume(self.ec2, volume_id, gib, self.instance_wait, self.sleep)
+        self.events(f"root volume of {node.name} grown from {size} to {gib} GiB")
+        return True
 
     def nodes(self, cluster: "ClusterConfig") -> list[Node]:
         """The cluster's live instances, from tags, each with its estimated $/hour."""

@@ -13,6 +13,9 @@ from .base import TAG_CLUSTER, TAG_IMAGE_KEY, Image, Removed
 
 BASE_IMAGE_PARAMETER = "/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id"
 ACTIVE_IMAGE_STATES = ("available", "pending")
+# Baked images are taken from a master launched with this root, and every later node grows it at
+# launch: a snapshot can never be restored onto a smaller volume, so the image must stay small.
+BAKE_ROOT_GIB = 16
 IMAGE_GONE_CODES = ("InvalidAMIID.NotFound", "InvalidAMIID.Malformed", "InvalidAMIID.Unavailable")
 # Seconds between deregister attempts of an image EC2 does not show yet (just after CreateImage).
 NOT_YET_VISIBLE_DELAYS = (2, 4, 8)
@@ -40,6 +43,10 @@ def describe_image(ec2: Any, image_id: str) -> dict[str, Any] | None:
             return None
         raise
     return images[0] if images else None
+
+
+def image_gib(raw: dict[str, Any]) -> int:
+    return sum(int(m["Ebs"].get("VolumeSize", 0)) for m in raw.get("BlockDeviceMappings", []) if "Ebs" in m)
 
 
 def to_image(raw: dict[str, Any]) -> Image:

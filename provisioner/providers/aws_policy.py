@@ -23,6 +23,8 @@ ACTIONS: dict[str, tuple[str, ...]] = {
         # instances (`up` reads each new instance's console output for out-of-band host keys)
         "RunInstances", "DescribeInstances", "GetConsoleOutput", "TerminateInstances",
         "DescribeSpotInstanceRequests", "CancelSpotInstanceRequests",
+        # the master's root volume, grown after the bake (images are baked from a small root)
+        "DescribeVolumes", "ModifyVolume", "DescribeVolumesModifications",
         # images
         "DescribeImages", "CreateImage", "DeregisterImage", "DescribeSnapshots", "DeleteSnapshot",
         # Not called directly: EC2 authorizes tags passed in TagSpecifications (tag on create) as CreateTags.

@@ -11,7 +11,7 @@ from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionEr
 from .. import catalog
 from ..errors import ConfigError, ProviderError
 from .aws_clients import CREDENTIALS_HINT, OPTIONAL_RETRIES, AwsClients, error_code, error_text, is_credentials_error
-from .aws_images import base_image_id, describe_image
+from .aws_images import BAKE_ROOT_GIB, base_image_id, describe_image, image_gib
 from .aws_network import default_route_targets, offered_zones, resolve_vpc, subnets_by_zone
 
 if TYPE_CHECKING:
@@ -136,12 +136,17 @@ def check_routes(ec2: Any, vpc_id: str, zones: list[str], instance_types: list[s
     return [f"warning: {error.message}; `up` would stop here"]
 
 
-def check_image(clients: AwsClients, image: str, require_base: bool = True) -> list[str]:
-    """The given AMI must exist; otherwise the Ubuntu base must be published (unless only planning)."""
+def check_image(clients: AwsClients, image: str, root_gib: int, require_base: bool = True) -> list[str]:
+    """The given AMI must exist and fit the root volume; otherwise the Ubuntu base must be published
+    (unless only planning), and baked images are BAKE_ROOT_GIB, which the root volume must hold."""
     if image.startswith("ami-"):
-        if describe_image(clients.ec2, image) is None:
+        raw = describe_image(clients.ec2, image)
+        if raw is None:
             raise ConfigError(f"image '{image}' not found in {clients.region}", hint="set image: auto, or an AMI of this region")
+        _check_fits(root_gib, image_gib(raw), f"image {image}")
         return []
+    if image == "auto":
+        _check_fits(root_gib, BAKE_ROOT_GIB, "the images xeoncluster bakes")
     if image.startswith("local-"):
         return []
     try:
@@ -151,6 +156,12 @@ def check_image(clients: AwsClients, image: str, require_base: bool = True) -> l
             raise
         return [f"warning: {exc.message}; `up` would stop here"]
     return []
+
+
+def _check_fits(root_gib: int, needed: int, what: str) -> None:
+    if root_gib < needed:
+        raise ConfigError(f"root_volume_gib: {root_gib} GiB is smaller than {what} ({needed} GiB)",
+                          hint=f"set root_volume_gib: {needed} or more")
 
 
 def check_quota(clients: AwsClients, cluster: "ClusterConfig", info: TypeInfo) -> list[str]:
@@ -214,7 +225,7 @@ def run_preflight(clients: AwsClients, cluster: "ClusterConfig", resolve_cidr: C
         zones = check_zones(ec2, cluster, vpc_id)
         notes = [f"AWS identity {who}", f"VPC {vpc_id}, zones {', '.join(zones)}"]
         notes += check_offerings(ec2, cluster.instance_types, zones)
-        notes += check_image(clients, cluster.image, require_base_image)
+        notes += check_image(clients, cluster.image, cluster.root_volume_gib, require_base_image)
         notes += check_quota(clients, cluster, infos[cluster.instance_types[0]])
         notes += check_routes(ec2, vpc_id, zones, cluster.instance_types, require_base_image)
     except (ClientError, BotoCoreError) as exc:

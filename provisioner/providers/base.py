@@ -109,6 +109,8 @@ class Provider(ABC):
     # Nodes that are this machine (namespaces) share its OS packages and files, and reach no
     # network beyond the cluster: OS changes are only checked, and packages come from the host.
     shares_host: ClassVar[bool] = False
+    # The root disk a master is launched with when it will be baked; None: disks have no size here.
+    bake_root_gib: ClassVar[int | None] = None
 
     @abstractmethod
     def preflight(self, cluster: "ClusterConfig", *, for_plan: bool = False) -> list[str]:
@@ -127,9 +129,9 @@ class Provider(ABC):
 
     @abstractmethod
     def launch(self, cluster: "ClusterConfig", count: int, image: Image | None, role: str, first_index: int,
-               network: Network | None = None, near: Node | None = None) -> list[Node]:
+               network: Network | None = None, near: Node | None = None, root_gib: int | None = None) -> list[Node]:
         """`network`: what prepare() returned; looked up again when not given. `near`: launch close to
-        this node (its zone first, where the provider has zones)."""
+        this node (its zone first, where the provider has zones). `root_gib`: instead of the config's."""
 
     @abstractmethod
     def bake(self, cluster: "ClusterConfig", node: Node, key: str,
@@ -156,8 +158,13 @@ class Provider(ABC):
         return BaseImage(f"{self.name}-host")
 
     def host_keys(self, node: Node) -> list[str]:
-        """Not supported: no out-of-band host keys, so they are trusted on first use."""
+        """Not supported: no out-of-band host keys, so they are trusted on first use.
+        (Where supported, this may wait a while for the keys to appear.)"""
         return []
+
+    def grow_root(self, cluster: "ClusterConfig", node: Node, gib: int) -> bool:
+        """Not supported: the node's disk has no size of its own. True once the disk is `gib`."""
+        return False
 
     def purge_images(self, cluster: "ClusterConfig") -> Removed:
         """Not supported: the provider's images are not tied to the cluster that baked them."""

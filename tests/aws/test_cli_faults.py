@@ -23,6 +23,7 @@ UP_MUTATIONS = [
     ("CreatePlacementGroup", 1, "prepare: key, network"),
     ("RunInstances", 1, "launch master"),
     ("CreateImage", 1, "bake image"),
+    ("ModifyVolume", 1, "grow the master's disk to 100 GiB"),
     ("RunInstances", 2, "launch 1 worker(s)"),
 ]
 
@@ -60,10 +61,11 @@ def test_each_mutating_call_failing_once_rolls_back(xc, ec2, aws, xc_home, place
     run = xc(*UP)
     assert_rolled_back(run, step, ec2, aws, xc_home)
     assert "InvalidParameterValue" in run.error
-    if (operation, occurrence) in (("CreateImage", 1), ("RunInstances", 2)):  # the master was running
+    if (operation, occurrence) in (("CreateImage", 1), ("ModifyVolume", 1), ("RunInstances", 2)):  # the master ran
         assert aws.mutating().count("TerminateInstances") == 1
     # A completed bake is a cache, not a cluster resource: the retry reuses it instead of baking again.
-    assert len(own_images(ec2, "t1")) == (1 if (operation, occurrence) == ("RunInstances", 2) else 0)
+    baked = (operation, occurrence) in (("ModifyVolume", 1), ("RunInstances", 2))
+    assert len(own_images(ec2, "t1")) == (1 if baked else 0)
 
 
 def interrupt_after(method_name, call=1):

@@ -92,7 +92,7 @@ def test_up_that_bakes_then_status_then_down(xc, shell, ec2, aws, xc_home, count
     assert f"cluster 't1' is up: {count} node(s)" in run.out and f"baked image {baked[0]['ImageId']}" in run.out
     assert_aws_holds_a_secure_cluster(ec2, count, master_image=UBUNTU_AMI, worker_image=baked[0]["ImageId"])
     assert aws.mutating() == ["ImportKeyPair", "CreateSecurityGroup", "AuthorizeSecurityGroupIngress",
-                              "RunInstances", "CreateImage"] + (["RunInstances"] if count > 1 else [])
+                              "RunInstances", "CreateImage", "ModifyVolume"] + (["RunInstances"] if count > 1 else [])
 
     # The playbooks ran on the master (before the bake) and on no other node.
     steps = shell.playbook_commands("node0")

@@ -118,3 +118,21 @@ def test_train_dry_run_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pyte
     assert exit_info.value.code == 0
     assert "-n 8 -ppn 2" in out and "export OMP_NUM_THREADS=48" in out
     assert list(xc_home.iterdir()) == []
+
+
+def test_ranks_use_the_interface_that_reaches_the_master() -> None:
+    """Custom VPCs without DNS hostnames: gloo and Hydra must not pick an address by resolving the hostname."""
+    from provisioner.catalog import lookup, topology_of
+    from provisioner.providers.base import Node
+    from provisioner.train_plan import build_plan
+
+    nodes = [Node(f"node{i}", f"i-{i}", f"10.0.0.{i + 2}", "", "master" if i == 0 else "worker", "spot")
+             for i in range(2)]
+    topology = topology_of(lookup("c7i.2xlarge"))
+    tuned = build_plan(TrainRequest(task="squad", demo=True), get_stack("stock"), nodes, topology, "/home/ubuntu",
+                       "r1", {}, iface="ens5")
+    untuned = build_plan(TrainRequest(task="squad", demo=True, tuned=False), get_stack("stock"), nodes, topology,
+                         "/home/ubuntu", "r1", {}, iface="ens5")
+    for plan in (tuned, untuned):
+        env = dict(plan.ranks.env)
+        assert (env["GLOO_SOCKET_IFNAME"], env["I_MPI_HYDRA_IFACE"]) == ("ens5", "ens5")
