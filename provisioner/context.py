@@ -57,17 +57,16 @@ def resolve_config(options: Mapping[str, Any], overrides: Mapping[str, Any] | No
     path: Path | None = merged.pop("config_path", None) or default_config_path()
     values = {key: merged.get(key) for key in TARGET_KEYS} | dict(overrides or {})
     config = load_config(path, values)
-    if creating:
-        return config
-    return recorded_config(config.name, values) or config
+    # `up` on a cluster that is up grows or repairs it: it keeps its config, and only flags change it.
+    return recorded_config(config.name, values, ready_only=creating) or config
 
 
-def recorded_config(name: str, overrides: Mapping[str, Any]) -> ClusterConfig | None:
+def recorded_config(name: str, overrides: Mapping[str, Any], ready_only: bool = False) -> ClusterConfig | None:
     try:
         record = StateDir(name).load()
     except XeonClusterError:
         return None  # a corrupt state file must not stop `down`
-    if record is None:
+    if record is None or (ready_only and record.status != "ready"):
         return None
     return load_config(None, {**record.config, **{k: v for k, v in overrides.items() if v is not None}})
 

@@ -41,7 +41,12 @@ def as_json(data: Any) -> None:
 
 def up_result(result: "UpResult") -> None:
     console = _console()
-    if not result.already_up:
+    if result.repaired is not None:
+        done = [f"replaced {', '.join(result.repaired.replaced)}"] * bool(result.repaired.replaced) + [
+            f"added {', '.join(result.repaired.added)}"] * bool(result.repaired.added)
+        console.print(f"cluster '{result.cluster}' is up: {len(result.nodes)} node(s); {'; '.join(done)} "
+                      f"in {result.seconds:.1f}s")
+    elif not result.already_up:
         image = result.image.describe() if result.image else "no image"
         console.print(f"cluster '{result.cluster}' is up: {len(result.nodes)} node(s) in {result.seconds:.1f}s; {image}")
     for node in result.nodes:
@@ -70,7 +75,8 @@ def status_table(result: "StatusResult") -> None:
         table.add_column(column)
     for row in result.nodes:
         node = row.node
-        cells = [node.name, node.role, node.state, "up" if row.answers else f"DOWN ({row.detail})",
+        role = f"{node.role} (replaced)" if row.replaced else node.role
+        cells = [node.name, role, node.state, "up" if row.answers else f"DOWN ({row.detail})",
                  node.ssh_host, node.private_ip]
         if cloud:
             price = f"{node.price_per_hour:.3f}" if node.price_per_hour is not None else "-"

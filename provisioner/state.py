@@ -34,6 +34,7 @@ class ClusterRecord(BaseModel):
     nodes: list[dict[str, Any]] = Field(default_factory=list)
     image: dict[str, Any] | None = None
     created_at: float = Field(default_factory=time.time)
+    replaced: list[str] = Field(default_factory=list)  # nodes replaced since `up` created the cluster
 
     def node_list(self) -> list[Node]:
         return [Node(**item) for item in self.nodes]
@@ -108,6 +109,12 @@ class StateDir:
     def forget_hosts(self) -> None:
         for path in (self.known_hosts, self.ssh_config, self.hostfile):
             path.unlink(missing_ok=True)
+
+    def forget_host(self, node: str) -> None:
+        """Drop one node's pinned key: its replacement presents a new one."""
+        if self.known_hosts.exists():
+            kept = [line for line in self.known_hosts.read_text().splitlines() if line.split(",")[0] != node]
+            atomic_write(self.known_hosts, "".join(f"{line}\n" for line in kept))
 
     def new_log(self, command: str) -> Path:
         self.create()

@@ -15,6 +15,7 @@ class NodeStatus:
     node: Node
     answers: bool
     detail: str = ""
+    replaced: bool = False  # a replacement of a node the cluster lost
 
 
 @dataclass(frozen=True)
@@ -25,14 +26,17 @@ class StatusResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "provider": self.provider,
-                "nodes": [asdict(r.node) | {"answers": r.answers, "detail": r.detail} for r in self.nodes]}
+                "nodes": [asdict(r.node) | {"answers": r.answers, "detail": r.detail, "replaced": r.replaced}
+                          for r in self.nodes]}
 
 
 def run(ctx: CommandContext) -> StatusResult:
     nodes = ctx.provider.nodes(ctx.config)
     running = [n for n in nodes if n.state == "running"]
     reach = _reachability(ctx, running) if running and ctx.state.known_hosts.exists() else {}
-    rows = tuple(NodeStatus(n, *reach.get(n.name, (False, n.state))) for n in nodes)
+    record = ctx.state.load()
+    replaced = set(record.replaced) if record else set()
+    rows = tuple(NodeStatus(n, *reach.get(n.name, (False, n.state)), replaced=n.name in replaced) for n in nodes)
     return StatusResult(ctx.config.name, ctx.config.provider, rows)
 
 

@@ -11,13 +11,14 @@ from dataclasses import asdict, dataclass
 from typing import Callable
 
 from ..context import CommandContext
-from ..errors import XeonClusterError
+from ..errors import ConfigError, XeonClusterError
 from ..image import ImageAction, ImagePlan, decide_image
 from ..playbook import load_playbooks
 from ..providers.base import Image, Network, Node
 from ..remote import NodeShell
 from ..stacks import get_stack
 from ..state import ClusterRecord
+from .repair import RepairResult, health, repair
 from .up_nodes import (GROW_ROOT_FS, IMAGE_PREPARE, IMAGE_RESTORE, add_nodes, check_mesh, playbook_runner, run_on_master,
                        write_cluster_files)
 from .up_rollback import rollback
@@ -32,6 +33,7 @@ class UpResult:
     image: ImagePlan | None
     already_up: bool = False
     seconds: float = 0.0
+    repaired: RepairResult | None = None
 
 
 def run(ctx: CommandContext, keep_on_failure: bool = False) -> UpResult:
@@ -59,17 +61,23 @@ def _refuse_orphans(ctx: CommandContext) -> None:
 
 
 def _already_up(ctx: CommandContext, record: ClusterRecord) -> UpResult:
-    live = ctx.provider.nodes(ctx.config)
-    if len(live) != len(record.nodes):
-        raise XeonClusterError(
-            f"cluster '{record.name}' is recorded with {len(record.nodes)} nodes but {len(live)} exist",
-            hint=f"run `xeoncluster down --name {record.name}` and `up` again")
-    if len(live) != ctx.config.nodes:
-        raise XeonClusterError(
-            f"cluster '{record.name}' is already up with {len(live)} nodes (asked for {ctx.config.nodes})",
-            hint="resizing is not supported: `down` first, or pick another --name")
-    ctx.reporter.info(f"cluster '{record.name}' is already up; nothing to do")
-    return UpResult(record.name, live, None, already_up=True)
+    """A cluster that is up: replace nodes that died or vanished, add workers up to --nodes."""
+    if ctx.config.nodes < len(record.nodes):
+        raise ConfigError(f"cluster '{record.name}' has {len(record.nodes)} nodes; shrinking to "
+                          f"{ctx.config.nodes} is not supported", hint="`down` first, or pick another --name")
+    shell = ctx.shell()
+    try:
+        dead = [h for h in health(ctx, record, shell) if not h.alive]
+        if not dead and ctx.config.nodes == len(record.nodes):
+            ctx.reporter.info(f"cluster '{record.name}' is already up; nothing to do")
+            return UpResult(record.name, record.node_list(), None, already_up=True)
+        ctx.reporter.attach_log(ctx.state.new_log("up"))
+        for item in dead:
+            ctx.reporter.warn(f"{item.node.name} is down ({item.reason}); replacing it")
+        result = repair(ctx, record, shell, [h.node for h in dead], ctx.config.nodes)
+    finally:
+        shell.close()
+    return UpResult(record.name, record.node_list(), None, seconds=result.seconds, repaired=result)
 
 
 def _clean_leftovers(ctx: CommandContext) -> None:

@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ConfigError, ProviderError
-from . import aws_images, aws_network, aws_teardown, aws_volumes
+from . import aws_images, aws_instances, aws_network, aws_teardown, aws_volumes
 from .aws_checkip import checkip_caller_ip
 from .aws_clients import OPTIONAL_RETRIES, ApiCall, AwsClients, translated
 from .aws_console import ConsoleWait, poll_host_keys
@@ -206,6 +206,16 @@ class AwsProvider(Provider):
             # Whatever address SSH uses, nodes need a way out to apt, PyPI and the Hugging Face hub;
             # in a default VPC that is a public IP (preflight checks the subnets' default route).
             public_ip=True)
+
+    def remove_node(self, cluster: "ClusterConfig", node: Node) -> Removed:
+        with translated(f"terminating {node.name} ({node.id})"):
+            gone = aws_teardown.terminate_if_present(self.ec2, node.id, self.instance_wait)
+        return Removed({"instances": [node.id] if gone else []})
+
+    def loss_reason(self, cluster: "ClusterConfig", node: Node) -> str:
+        """EC2's own account of the instance: e.g. a spot interruption (Server.SpotInstanceTermination)."""
+        with translated(f"describing {node.name} ({node.id})"):
+            return aws_instances.loss_reason(self.ec2, node.id)
 
     def grow_root(self, cluster: "ClusterConfig", node: Node, gib: int) -> bool:
         with translated(f"growing the root volume of {node.name} ({node.id}) to {gib} GiB"):

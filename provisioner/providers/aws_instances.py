@@ -9,7 +9,7 @@ from typing import Any, Callable, Mapping
 from botocore.exceptions import BotoCoreError, ClientError, WaiterError
 
 from ..errors import ProviderError
-from .aws_clients import (TAG_INDEX_BASE, call_retrying, chunks, cluster_filter, cluster_tags, error_text,
+from .aws_clients import (TAG_INDEX_BASE, call_retrying, chunks, cluster_filter, cluster_tags, error_code, error_text,
                           is_capacity_error, paginate, provider_error, tag_specs, tags_of)
 from .base import TAG_ROLE, Node
 
@@ -234,3 +234,22 @@ def to_node(raw: dict[str, Any], address: str) -> Node:
 
 def node_index(node: Node) -> int:
     return int(node.name.removeprefix("node"))
+
+
+SPOT_INTERRUPTION = "Server.SpotInstanceTermination"
+
+
+def loss_reason(ec2: Any, instance_id: str) -> str:
+    """Why an instance stopped running, in EC2's words; a spot interruption is named as such."""
+    try:
+        reservations = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+    except ClientError as exc:
+        if error_code(exc) == "InvalidInstanceID.NotFound":
+            return "gone (EC2 no longer knows the instance)"
+        raise
+    instance = reservations[0]["Instances"][0] if reservations and reservations[0]["Instances"] else {}
+    state = instance.get("State", {}).get("Name", "gone")
+    code = instance.get("StateReason", {}).get("Code", "")
+    if code == SPOT_INTERRUPTION:
+        return f"spot interruption ({code})"
+    return f"{state} ({code})" if code else state

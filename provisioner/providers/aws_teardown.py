@@ -40,6 +40,22 @@ def terminate_instances(ec2: Any, ids: list[str], wait: dict[str, int]) -> None:
                 lambda: ec2.get_waiter("instance_terminated").wait(InstanceIds=batch, WaiterConfig=wait))
 
 
+def terminate_if_present(ec2: Any, instance_id: str, wait: dict[str, int]) -> bool:
+    """Terminate one instance and wait for it; False when it is already gone (e.g. reclaimed spot)."""
+    try:
+        reservations = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+    except ClientError as exc:
+        if error_code(exc) == "InvalidInstanceID.NotFound":
+            return False
+        raise
+    states = [i["State"]["Name"] for r in reservations for i in r["Instances"]]
+    if not states or states[0] == "terminated":
+        return False
+    ec2.terminate_instances(InstanceIds=[instance_id])
+    ec2.get_waiter("instance_terminated").wait(InstanceIds=[instance_id], WaiterConfig=wait)
+    return True
+
+
 def delete_security_groups(ec2: Any, cluster: str, sleep: Callable[[float], None],
                            events: Callable[[str], None]) -> list[str]:
     groups = ec2.describe_security_groups(Filters=cluster_filter(cluster))["SecurityGroups"]

@@ -10,6 +10,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable, ClassVar, Mapping
 
+from ..errors import ProviderError
+
 if TYPE_CHECKING:
     from ..config import ClusterConfig
 
@@ -161,6 +163,15 @@ class Provider(ABC):
         """Not supported: no out-of-band host keys, so they are trusted on first use.
         (Where supported, this may wait a while for the keys to appear.)"""
         return []
+
+    def remove_node(self, cluster: "ClusterConfig", node: Node) -> Removed:
+        """Not supported: nodes can only be removed with the whole cluster."""
+        raise ProviderError(f"the {self.name} provider cannot remove a single node",
+                            hint="remove the whole cluster and create it again")
+
+    def loss_reason(self, cluster: "ClusterConfig", node: Node) -> str:
+        """Why a node the cluster had is gone. Not supported: only that it is gone."""
+        return "gone"
 
     def grow_root(self, cluster: "ClusterConfig", node: Node, gib: int) -> bool:
         """Not supported: the node's disk has no size of its own. True once the disk is `gib`."""

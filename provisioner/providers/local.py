@@ -184,6 +184,17 @@ class LocalProvider(Provider):
         pub = self.node_paths(cluster, name).host_key.with_suffix(".pub")
         return [" ".join(pub.read_text().split()[:2])] if pub.exists() else []
 
+    def remove_node(self, cluster: "ClusterConfig", node: Node) -> Removed:
+        ns = net.netns_name(cluster.name, node.name)
+        pids = [str(p) for p in net.namespace_pids(ns)]
+        net.delete_namespace(ns)
+        net.sh(["ip", "link", "del", net.veth_name(cluster.name, node.name)], check=False)
+        paths = self.node_paths(cluster.name, node.name)
+        net.kill_pids(stray_sshd_pids(paths.root))
+        remove_tree(paths.root)
+        self._write_hosts(cluster.name)
+        return Removed({"namespaces": [ns], "processes": pids})
+
     def terminate(self, cluster: "ClusterConfig") -> Removed:
         removed: dict[str, list[str]] = {"namespaces": [], "processes": [], "bridge": []}
         for info in net.cluster_namespaces(cluster.name):

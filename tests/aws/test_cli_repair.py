@@ -1,0 +1,86 @@
+"""`up` on a cluster that is up, under moto: a lost node is replaced under its name from the cluster's
+image in the master's zone, and `--nodes M` adds workers. The recording shell checks pinned host keys
+strictly, so a replacement whose new key was not pinned would fail here."""
+from __future__ import annotations
+
+import json
+
+from aws_helpers import live_state, nothing_left, own_images
+from provisioner.providers.base import TAG_CLUSTER
+from recording_shell import MESH_MARK
+
+
+def cluster_instances(ec2, name="t1"):
+    reservations = ec2.describe_instances(Filters=[{"Name": f"tag:{TAG_CLUSTER}", "Values": [name]}])["Reservations"]
+    return [i for r in reservations for i in r["Instances"] if i["State"]["Name"] == "running"]
+
+
+def by_name(xc):
+    status = xc("status", "--name", "t1", "--json")
+    return {n["name"]: n for n in json.loads(status.out)["nodes"]}, status
+
+
+def spot_interrupt(instance_id):
+    """What EC2 shows after reclaiming a spot instance: terminated, with the spot reason."""
+    from moto.ec2.models import ec2_backends
+    from moto.ec2.models.instances import StateReason
+
+    backend = ec2_backends["123456789012"]["us-east-1"]
+    instance = backend.get_instance(instance_id)
+    backend.terminate_instances([instance_id])
+    instance.state_reason = StateReason("Server.SpotInstanceTermination: Spot instance termination",
+                                        "Server.SpotInstanceTermination")
+
+
+def test_a_lost_worker_is_replaced_under_its_name(xc, ec2, aws, shell):
+    assert xc("up", "--name", "t1", "--nodes", "3").code == 0
+    nodes, _ = by_name(xc)
+    [image] = own_images(ec2, "t1")
+    spot_interrupt(nodes["node1"]["id"])
+    lost, status = by_name(xc)
+    assert status.code != 0 or "node1" not in lost
+    run = xc("up", "--name", "t1")
+    assert run.code == 0, run.err
+    assert "node1 is down (spot interruption (Server.SpotInstanceTermination)); replacing it" in run.err
+    assert "replaced node1" in run.out
+    after, status = by_name(xc)
+    assert status.code == 0, status.err
+    assert sorted(after) == ["node0", "node1", "node2"] and after["node1"]["id"] != nodes["node1"]["id"]
+    assert after["node1"]["zone"] == after["node0"]["zone"]
+    assert [n for n, row in after.items() if row["replaced"]] == ["node1"]
+    assert "worker (replaced)" in xc("status", "--name", "t1").out
+    replacement = next(i for i in cluster_instances(ec2) if i["InstanceId"] == after["node1"]["id"])
+    assert replacement["ImageId"] == image["ImageId"]
+    assert sum(MESH_MARK in c for c in shell.commands("node0")) == 2  # reach checked again
+    hosts = [f for f in shell.files["node0"] if f.path == "hosts"][-1].text
+    assert hosts.split() == ["node0", "node1", "node2"]
+
+
+def test_up_with_more_nodes_adds_workers_from_the_image(xc, ec2, aws, shell):
+    assert xc("up", "--name", "t1", "--nodes", "2").code == 0
+    [image] = own_images(ec2, "t1")
+    run = xc("up", "--name", "t1", "--nodes", "4")
+    assert run.code == 0, run.err
+    assert "added node2, node3" in run.out
+    nodes, _ = by_name(xc)
+    assert sorted(nodes) == ["node0", "node1", "node2", "node3"]
+    assert {i["ImageId"] for i in cluster_instances(ec2) if i["InstanceId"] in
+            (nodes["node2"]["id"], nodes["node3"]["id"])} == {image["ImageId"]}
+    assert xc("up", "--name", "t1").code == 0  # the recorded size is now 4: nothing to do
+    assert len(cluster_instances(ec2)) == 4
+    shrink = xc("up", "--name", "t1", "--nodes", "2")
+    assert shrink.code == 2 and "shrinking to 2 is not supported" in shrink.error
+
+
+def test_a_replacement_that_cannot_launch_says_so_and_leaves_nothing_new(xc, ec2, aws):
+    assert xc("up", "--name", "t1", "--nodes", "2").code == 0
+    nodes, _ = by_name(xc)
+    spot_interrupt(nodes["node1"]["id"])
+    aws.fail("RunInstances", "InsufficientInstanceCapacity", times=99)
+    run = xc("up", "--name", "t1")
+    assert run.code == 1
+    assert "could not launch 1 worker node(s)" in run.error
+    assert [i["InstanceId"] for i in cluster_instances(ec2)] == [nodes["node0"]["id"]]
+    aws.faults.clear()
+    assert xc("down", "--name", "t1").code == 0
+    assert nothing_left(live_state(ec2, "t1"))
