@@ -1,9 +1,10 @@
-"""Model weights in every node's checkpoints, so every node can resume.
+"""Everything a rank needs to resume in every node's checkpoints, so any node's copy can restore any node.
 
 With save_on_each_node, the Trainer writes optimizer, scheduler and trainer state on each node,
 but transformers 5 lets only global rank 0 write the model weights (save_pretrained checks the
 torch.distributed rank). Without weights the other nodes cannot resume, so the first rank of each
-other node writes them itself.
+other node writes them itself. Each rank's RNG state is written only where that rank runs; they are
+shared too, so a replacement node restored from a survivor's checkpoint continues exactly.
 """
 from __future__ import annotations
 
@@ -27,3 +28,25 @@ class NodeLocalWeights(TrainerCallback):
         safetensors.torch.save_model(model, str(staging))
         # Renamed last: a checkpoint counts as complete only once its weights are whole.
         staging.rename(checkpoint / WEIGHTS)
+
+
+class SharedRngStates(TrainerCallback):
+    """Every rank's rng_state_{rank}.pth on every node (all ranks take part in one all_gather)."""
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        import torch.distributed as dist
+
+        if not args.save_on_each_node or args.world_size <= 1 or not dist.is_initialized():
+            return
+        checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        own = checkpoint / f"rng_state_{args.process_index}.pth"
+        gathered: list[Any] = [None] * args.world_size
+        dist.all_gather_object(gathered, (args.process_index, own.read_bytes() if own.exists() else None))
+        if args.local_process_index != 0:
+            return
+        for rank, data in gathered:
+            target = checkpoint / f"rng_state_{rank}.pth"
+            if data is not None and not target.exists():
+                staging = checkpoint / f".{target.name}.partial"
+                staging.write_bytes(data)
+                staging.rename(target)

@@ -14,6 +14,7 @@ from .config import RunConfig
 from .demo_assets import ensure_demo_assets
 from .errors import TrainingError
 from .features_cache import cache_path, load_or_build, tokenizer_fingerprint
+from .interruption import EXIT_INTERRUPTED, NoticeWatcher, StepMarker, StopOnNotice, WatchSettings, own_address
 from .precision import cpu_flags_text, has_native_bf16, resolve_precision
 from .reporting import RunFacts, loss_history, seconds_per_epoch, write_metrics
 from .sources import check_local_files, load_from_hub, resolve_model
@@ -130,12 +131,15 @@ def _train(
     before = task.evaluate(trainer, raw, features) if config.tunables.eval_before else None
     if before is not None:
         _say(info, f"eval before training: {_format(before)}")
-    checkpoint = agreed_checkpoint(config.output_dir) if config.resume else None
-    resumed_step = checkpoint_step(checkpoint) if checkpoint else None
-    if config.resume:
-        _say(info, f"resuming from {checkpoint}" if checkpoint else "no checkpoint to resume; starting fresh")
+    checkpoint, resumed_step = _resume_point(config, info)
+    stop = _watch_for_notices(trainer, config, info)
     started = time.monotonic()
-    result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    try:
+        result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    finally:
+        stop.watcher.stop()
+    if stop.stopped_at is not None:
+        return _stopped(info, stop)
     _say(info, f"trained {trainer.state.global_step} steps in {time.monotonic() - started:.1f}s")
     after = task.evaluate(trainer, raw, features)
     if after is not None:
@@ -165,6 +169,29 @@ def _run_facts(config: RunConfig, info: distributed.DistInfo, plan: StackPlan, p
         torch_version=torch.__version__,
         transformers_version=transformers.__version__,
     )
+
+
+def _resume_point(config: RunConfig, info: distributed.DistInfo) -> tuple[Any, int | None]:
+    checkpoint = agreed_checkpoint(config.output_dir) if config.resume else None
+    if config.resume:
+        _say(info, f"resuming from {checkpoint}" if checkpoint else "no checkpoint to resume; starting fresh")
+    return checkpoint, checkpoint_step(checkpoint) if checkpoint else None
+
+
+def _watch_for_notices(trainer: Any, config: RunConfig, info: distributed.DistInfo) -> StopOnNotice:
+    watcher = NoticeWatcher(WatchSettings.from_env(dict(os.environ))).start()
+    stop = StopOnNotice(watcher)
+    trainer.add_callback(stop)
+    if info.is_main:
+        trainer.add_callback(StepMarker(config.output_dir / "progress.json"))
+    return stop
+
+
+def _stopped(info: distributed.DistInfo, stop: StopOnNotice) -> int:
+    if stop.watcher.reason is not None:
+        _say(info, f"training: {stop.watcher.reason} on {own_address()}", every_rank=True)
+    _say(info, f"training: stopped at step {stop.stopped_at} ({stop.reason}); checkpoint-{stop.stopped_at} saved")
+    return EXIT_INTERRUPTED
 
 
 def _format(scores: dict[str, float]) -> str:

@@ -53,7 +53,7 @@ def make_trainer(
 ) -> Any:
     from transformers import PrinterCallback, Trainer
 
-    from .node_checkpoint import NodeLocalWeights
+    from .node_checkpoint import NodeLocalWeights, SharedRngStates
     from .progress import ConciseLog
 
     trainer_class: type = Trainer
@@ -65,4 +65,5 @@ def make_trainer(
     trainer.remove_callback(PrinterCallback)
     trainer.add_callback(ConciseLog())
     trainer.add_callback(NodeLocalWeights())
+    trainer.add_callback(SharedRngStates())
     return trainer
