@@ -108,10 +108,15 @@ def up(ctx: click.Context, keep_on_failure: bool, **opts: Any) -> None:
 @cli.command(context_settings=CONTEXT)
 @cluster_options
 @click.option("--purge-images", is_flag=True, help="also delete the images this cluster baked")
+@click.option("--force", is_flag=True,
+              help="remove the cluster even while another command (e.g. a `train` run) holds it; that run fails")
 @click.pass_context
-def down(ctx: click.Context, purge_images: bool, **opts: Any) -> None:
-    """Remove everything the cluster owns. Finds it by name/tag even if local state is gone; safe to repeat."""
-    result = down_cmd.run(command_context(ctx, opts), purge_images=purge_images)
+def down(ctx: click.Context, purge_images: bool, force: bool, **opts: Any) -> None:
+    """Remove everything the cluster owns. Finds it by name/tag even if local state is gone; safe to repeat.
+
+    Refused while a `train`, `up` or another `down` runs on the cluster, unless --force.
+    """
+    result = down_cmd.run(command_context(ctx, opts), purge_images=purge_images, force=force)
     render.removed(result.removed, result.cluster)
 
 

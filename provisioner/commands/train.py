@@ -7,17 +7,19 @@ import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypeVar
 
 from ..context import CommandContext
 from ..errors import RemoteError, TrainingError
 from ..package_sync import package_files, sync_data_file, sync_tree
 from ..paths import project_file
-from ..remote import NodeShell
+from ..remote import CommandResult, NodeShell
 from ..remote_layout import PACKAGE_ROOT, VENV
 from ..stacks import get_stack
 from ..topology import CpuTopology, parse_probe, probe_command
 from ..train_plan import LaunchPlan, TrainRequest, build_plan, check_request, default_run_name
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -47,20 +49,31 @@ class TrainRunner:
         self.stack = get_stack(str(record.config.get("stack", ctx.config.stack)))
 
     def run(self, dry_run: bool) -> LaunchPlan | TrainOutcome:
-        """Plan the job; unless this is a dry run, also launch it and fetch its results."""
+        """Plan the job; unless this is a dry run, also launch it and fetch its results.
+
+        A real run holds the cluster's lock: two runs would share MASTER_PORT and kill each other,
+        and `down` must not pull the nodes from under a run unless forced."""
+        run = self._run_name()
+        if dry_run:
+            return self._with_shell(lambda shell: self.prepare(shell, run, dry_run=True))
+        with self.ctx.state.lock(f"train {self.request.task} --run {run}"):
+            return self._with_shell(lambda shell: self._run(shell, run))
+
+    def _with_shell(self, work: Callable[[NodeShell], T]) -> T:
         shell = self.ctx.shell()
         try:
-            plan = self.prepare(shell, dry_run)
-            if dry_run:
-                return plan
-            self.ctx.reporter.info(
-                f"run {plan.run}: {plan.ranks.world_size} ranks on {len(plan.nodes)} node(s); "
-                f"log: {self.ctx.state.runs / plan.run / 'train.log'}")
-            return self.launch(shell, plan)
+            return work(shell)
         finally:
             shell.close()
 
-    def prepare(self, shell: NodeShell, dry_run: bool) -> LaunchPlan:
+    def _run(self, shell: NodeShell, run: str) -> TrainOutcome:
+        plan = self.prepare(shell, run, dry_run=False)
+        self.ctx.reporter.info(
+            f"run {plan.run}: {plan.ranks.world_size} ranks on {len(plan.nodes)} node(s); "
+            f"log: {self.ctx.state.runs / plan.run / 'train.log'}")
+        return self.launch(shell, plan)
+
+    def prepare(self, shell: NodeShell, run: str, dry_run: bool) -> LaunchPlan:
         check_request(self.request, self.stack)
         reporter = self.ctx.reporter
         with reporter.step(f"read topology of {len(self.nodes)} node(s)"):
@@ -73,9 +86,11 @@ class TrainRunner:
                 result = sync_tree(shell, self.nodes, package, package_files(package), "training")
                 reporter.detail(f"training package {result.digest}: sent to {', '.join(result.sent_to) or 'none (unchanged)'}")
                 data = self._sync_data(shell)
-        run = self.request.run or (self._latest_run() if self.request.resume else None) or default_run_name(
-            self.request.task)
         return build_plan(self.request, self.stack, self.nodes, topology, home, run, data)
+
+    def _run_name(self) -> str:
+        return self.request.run or (self._latest_run() if self.request.resume else None) or default_run_name(
+            self.request.task)
 
     def _probe(self, shell: NodeShell) -> tuple[CpuTopology, str]:
         # The venv argument stays outside the quoting so that the node's shell expands $HOME.
@@ -123,8 +138,10 @@ class TrainRunner:
                 handle.flush()
                 self.echo(line)
 
-            result = shell.stream([self.nodes[0]], plan.command(), sink)[self.nodes[0].name]
+            result = self._stream(shell, plan, sink, log)
         outcome = TrainOutcome(plan, result.exit_code, log, seconds=time.monotonic() - started)
+        if result.exit_code < 0:
+            raise self._lost(plan, log, f"exit code {result.exit_code}")
         if result.exit_code != 0:
             error = TrainingError(failure_line(log.read_text(), result.exit_code), log=log,
                                   hint="see the log; `xeoncluster status` shows which nodes answer")
@@ -132,6 +149,22 @@ class TrainRunner:
             raise error
         self._fetch(shell, plan, run_dir, outcome)
         return outcome
+
+    def _stream(self, shell: NodeShell, plan: LaunchPlan, sink: Callable[[str, str], None],
+                log: Path) -> CommandResult:
+        master = self.nodes[0]
+        try:
+            return shell.stream([master], plan.command(), sink)[master.name]
+        except RemoteError as exc:
+            raise self._lost(plan, log, exc.message) from None
+
+    def _lost(self, plan: LaunchPlan, log: Path, detail: str) -> TrainingError:
+        """The SSH session to the master ended without the job's exit status (node gone, `down --force`)."""
+        master = self.nodes[0]
+        name = self.ctx.config.name
+        gone = "" if log.exists() else "; the cluster's state folder is gone (removed by `down`?)"
+        return TrainingError(f"lost connection to {master.name} (master) during run {plan.run} ({detail}){gone}",
+                             log=log, hint=f"`xeoncluster status --name {name}` shows whether the nodes answer")
 
     def _fetch(self, shell: NodeShell, plan: LaunchPlan, run_dir: Path, outcome: TrainOutcome) -> None:
         master = self.nodes[0]
