@@ -95,7 +95,8 @@ class StateDir:
         except ValueError as exc:
             raise XeonClusterError(
                 f"state file {self.state_file} is corrupt: {str(exc).splitlines()[0]}",
-                hint=f"run `xeoncluster down --name {self.name}`; it finds resources by tag",
+                hint=f"run `xeoncluster down --name {self.name}`: it removes local nodes by name "
+                     "(add --provider aws for an AWS cluster: it finds those by tag)",
             ) from None
 
     def save(self, record: ClusterRecord) -> None:

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from ..context import CommandContext
 from ..providers.base import Removed
+from ..state import StateDir
 
 
 @dataclass(frozen=True)
@@ -30,3 +31,11 @@ def _remove(ctx: CommandContext, purge_images: bool) -> DownResult:
             removed = removed.merge(ctx.provider.purge_images(ctx.config))
         ctx.state.remove()
     return DownResult(ctx.config.name, removed)
+
+
+def forget(name: str) -> None:
+    """No cluster to remove, but a state folder may remain (logs of a rolled-back up, a corrupt state.json)."""
+    state = StateDir(name)
+    if state.path.exists():
+        with state.lock("down"):
+            state.remove()

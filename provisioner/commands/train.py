@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import tarfile
 import time
 from dataclasses import dataclass, field
@@ -10,11 +11,11 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from ..context import CommandContext
-from ..errors import RemoteError, TrainingError
+from ..errors import ConfigError, RemoteError, TrainingError
 from ..package_sync import package_files, sync_data_file, sync_tree
 from ..paths import project_file
 from ..remote import CommandResult, NodeShell
-from ..remote_layout import PACKAGE_ROOT, VENV
+from ..remote_layout import PACKAGE_ROOT, VENV, RemoteLayout
 from ..stacks import get_stack
 from ..topology import CpuTopology, parse_probe, probe_command
 from ..train_plan import LaunchPlan, TrainRequest, build_plan, check_request, default_run_name
@@ -79,6 +80,8 @@ class TrainRunner:
         with reporter.step(f"read topology of {len(self.nodes)} node(s)"):
             topology, home = self._probe(shell)
             reporter.detail(topology.describe())
+        if self.request.resume:
+            self._check_checkpoint(shell, home, run)
         data: dict[str, str] = {}
         if not dry_run:
             with reporter.step("sync the training package and data"):
@@ -119,10 +122,29 @@ class TrainRunner:
             data["eval"] = sync_data_file(shell, self.nodes, self.request.eval_file)
         return data
 
-    def _latest_run(self) -> str | None:
-        runs = sorted((p for p in self.ctx.state.runs.glob(f"{self.request.task}-*") if p.is_dir()),
-                      key=lambda p: p.stat().st_mtime)
-        return runs[-1].name if runs else None
+    def _latest_run(self) -> str:
+        """The newest run of this task, whatever its name (launch.json records what it ran)."""
+        runs = [(launch.stat().st_mtime, launch.parent.name) for launch in self.ctx.state.runs.glob("*/launch.json")
+                if launched_task(launch) == self.request.task]
+        if not runs:
+            raise ConfigError(f"no earlier {self.request.task} run on cluster '{self.ctx.config.name}' to resume",
+                              hint="start one without --resume, or name the run with --run RUN --resume")
+        return max(runs)[1]
+
+    def _check_checkpoint(self, shell: NodeShell, home: str, run: str) -> None:
+        """`--resume` of a run the master has no checkpoint of would silently start from step 0."""
+        master = self.nodes[0]
+        remote = RemoteLayout(home).run_dir(run)
+        command = f"cd {shlex.quote(remote)} 2>/dev/null || {{ echo no-run; exit 0; }}; ls -d checkpoint-* || true"
+        result = shell.run([master], command)[master.name]
+        if not result.ok:
+            raise RemoteError(f"cannot look for checkpoints on {master.name}: {result.last_line()}")
+        if "no-run" in result.stdout.split():
+            raise ConfigError(f"--resume: no run '{run}' on {master.name} (master) to resume",
+                              hint="`xeoncluster train ... --run RUN --resume` with a run this cluster started")
+        if not any(line.startswith("checkpoint-") for line in result.stdout.split()):
+            raise ConfigError(f"--resume: run '{run}' has no checkpoint on {master.name} (master)",
+                              hint="checkpoints are written every --save-steps steps; start a new run instead")
 
     def launch(self, shell: NodeShell, plan: LaunchPlan) -> TrainOutcome:
         run_dir = self.ctx.state.runs / plan.run
@@ -184,6 +206,18 @@ class TrainRunner:
                 tar.extractall(self.request.fetch_model, filter="data")
             archive.unlink()
             outcome.model_dir = self.request.fetch_model / "model"
+
+
+def launched_task(launch_json: Path) -> str | None:
+    """The task (squad, glue) a run's launch.json ran: the word after `-m training` in its argv."""
+    try:
+        argv = json.loads(launch_json.read_text()).get("argv", [])
+    except (OSError, ValueError, AttributeError):
+        return None
+    for index in range(len(argv) - 2):
+        if argv[index] == "-m" and argv[index + 1] == "training":
+            return str(argv[index + 2])
+    return None
 
 
 def failure_line(log_text: str, exit_code: int) -> str:

@@ -1,6 +1,8 @@
-"""A running `train` owns its cluster: a second train, `up` or `down` is refused; `down --force` ends it."""
+"""`train` on a real cluster: a run owns its cluster (a second train, `up` or `down` is refused,
+`down --force` ends it), and `--resume` continues the right run or refuses."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -40,6 +42,13 @@ def wait_for_steps(env: LocalEnv, cluster: str, run: str, proc: subprocess.Popen
         time.sleep(0.3)
     out, err = proc.communicate() if proc.poll() is not None else ("", "")
     raise AssertionError(f"run {run} logged no training step: {out}{err}")
+
+
+def error_line(err: str) -> str:
+    """The one `error:` line; progress lines may come before it on stderr."""
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and err.strip().endswith(errors[0]), err
+    return errors[0]
 
 
 def no_ranks_left() -> bool:
@@ -87,3 +96,30 @@ def test_down_force_during_train_names_the_lost_master(local_env: LocalEnv, warm
         if proc.poll() is None:
             proc.kill()
         local_env.cli("down", "--name", name, "--force")
+
+
+def test_resume_without_a_run_or_checkpoint_is_refused(local_env: LocalEnv, guard_cluster: str) -> None:
+    runs = local_env.home / "clusters" / guard_cluster / "runs"
+    before = set(runs.iterdir()) if runs.exists() else set()
+    for args, expected in ((("glue", "--resume"), "no earlier glue run on cluster"),
+                           (("squad", "--run", "nosuch", "--resume"), "no run 'nosuch' on node0 (master)")):
+        result = local_env.cli("train", *args, "--demo", "--name", guard_cluster)
+        assert result.code == 2, result.out + result.err
+        assert expected in error_line(result.err), result.err
+    local_env.ok("train", "squad", "--demo", "--name", guard_cluster, "--run", "nockpt", "--",
+                 "--max-steps", "5", "--no-eval-before")
+    result = local_env.cli("train", "squad", "--demo", "--name", guard_cluster, "--run", "nockpt", "--resume")
+    assert result.code == 2 and "run 'nockpt' has no checkpoint on node0 (master)" in error_line(result.err)
+    assert "starting fresh" not in result.out + result.err
+    assert set(runs.iterdir()) - before == {runs / "nockpt"}
+
+
+def test_resume_continues_the_newest_run_of_the_task_whatever_its_name(local_env: LocalEnv,
+                                                                        guard_cluster: str) -> None:
+    common = ["train", "squad", "--demo", "--name", guard_cluster]
+    local_env.ok(*common, "--run", "my-own-name", "--", "--max-steps", "20", "--save-steps", "10",
+                 "--no-eval-before")
+    result = local_env.ok(*common, "--resume", "--", "--max-steps", "30", "--save-steps", "10", "--no-eval-before")
+    assert "run my-own-name:" in result.out + result.err
+    metrics = json.loads((run_dir(local_env, guard_cluster, "my-own-name") / "metrics.json").read_text())
+    assert metrics["resumed_from_step"] == 20 and metrics["global_steps"] == 30
