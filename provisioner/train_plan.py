@@ -1,6 +1,7 @@
 """What `train` asks for and the launch it plans: a value a dry run prints and a real run executes."""
 from __future__ import annotations
 
+import json
 import re
 import time
 from dataclasses import dataclass, replace
@@ -19,6 +20,8 @@ TASKS = ("squad", "glue")
 LAUNCHER_ENV = "I_MPI_HYDRA_BRANCH_COUNT=-1"
 DEFAULT_MODEL = "distilbert-base-uncased"
 DEFAULT_DATASETS = {"squad": "squad", "glue": "glue"}
+REDACTED = "<redacted>"
+ENV_FILE = "env"  # in the run's folder on every node: --env values, mode 0600, read by `python -m training`
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class LaunchPlan:
     argv: tuple[str, ...]
     home: str
     notes: tuple[str, ...] = ()
+    user_env: tuple[str, ...] = ()  # names from --env; their values travel only in the 0600 env file
 
     def command(self) -> str:
         # Only the master holds the cluster key, so Hydra must start every proxy itself rather
@@ -61,7 +65,8 @@ class LaunchPlan:
     def to_dict(self) -> dict[str, object]:
         return {"run": self.run, "nodes": [n.name for n in self.nodes], "world_size": self.ranks.world_size,
                 "ranks_per_node": self.ranks.ranks_per_node, "threads_per_rank": self.ranks.threads_per_rank,
-                "env": dict(self.ranks.env), "argv": list(self.argv), "command": self.command(),
+                "env": dict(self.ranks.env) | {name: REDACTED for name in self.user_env},
+                "argv": list(self.argv), "command": self.command(),
                 "topology": self.topology.describe(), "notes": list(self.notes)}
 
 
@@ -131,13 +136,21 @@ def program_args(request: TrainRequest, stack: Stack, home: str, run: str, data:
     return args + list(request.trainer_args)
 
 
-def launch_env(request: TrainRequest, stack: Stack, home: str) -> dict[str, str]:
+def launch_env(request: TrainRequest, stack: Stack, home: str, run: str) -> dict[str, str]:
+    """--env values are not here: argv is visible to every user (`ps`) and is logged. The ranks
+    read them from the run's 0600 env file (XC_ENV_FILE) before anything else."""
     # No PYTHONUNBUFFERED: unbuffered print() writes text and newline separately, and Intel MPI's
     # -l labels each write, splitting lines. The training package flushes whole lines itself.
     env = {"PYTHONPATH": RemoteLayout(home).package_root, "XC_STACK": stack.name, "TOKENIZERS_PARALLELISM": "false"}
     if request.offline or request.demo:
         env |= {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    return env | dict(request.env)
+    if request.env:
+        env["XC_ENV_FILE"] = f"{RemoteLayout(home).run_dir(run)}/{ENV_FILE}"
+    return env
+
+
+def env_file_text(request: TrainRequest) -> str:
+    return json.dumps(dict(request.env), indent=1) + "\n"
 
 
 def build_plan(request: TrainRequest, stack: Stack, nodes: list[Node], topology: CpuTopology, home: str,
@@ -146,15 +159,16 @@ def build_plan(request: TrainRequest, stack: Stack, nodes: list[Node], topology:
     try:
         ranks = plan_ranks(topology, len(nodes), backend=stack.backend, ipex=stack.ipex, ppn=request.ppn,
                            threads=request.threads, master_addr=master.private_ip,
-                           extra_env=launch_env(request, stack, home))
+                           extra_env=launch_env(request, stack, home, run))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if not request.tuned:
-        ranks = untuned(ranks, launch_env(request, stack, home))
+        ranks = untuned(ranks, launch_env(request, stack, home, run))
     program = program_args(request, stack, home, run, data)
     layout = RemoteLayout(home)
     argv = mpirun_command(layout.mpiexec, layout.hostfile, ranks, program)
-    return LaunchPlan(run, tuple(nodes), topology, ranks, tuple(argv), home, ranks.notes)
+    return LaunchPlan(run, tuple(nodes), topology, ranks, tuple(argv), home, ranks.notes,
+                      tuple(name for name, _ in request.env))
 
 
 UNTUNED_KEEP = ("MASTER_ADDR", "MASTER_PORT")

@@ -14,11 +14,12 @@ from ..context import CommandContext
 from ..errors import ConfigError, RemoteError, TrainingError
 from ..package_sync import package_files, sync_data_file, sync_tree
 from ..paths import project_file
-from ..remote import CommandResult, NodeShell
+from ..remote import CommandResult, NodeShell, RemoteFile
 from ..remote_layout import PACKAGE_ROOT, VENV, RemoteLayout
 from ..stacks import get_stack
 from ..topology import CpuTopology, parse_probe, probe_command
-from ..train_plan import LaunchPlan, TrainRequest, build_plan, check_request, default_run_name
+from ..train_plan import (ENV_FILE, LaunchPlan, TrainRequest, build_plan, check_request, default_run_name,
+                          env_file_text)
 
 T = TypeVar("T")
 
@@ -151,6 +152,7 @@ class TrainRunner:
         run_dir.mkdir(parents=True, exist_ok=True)
         log = run_dir / "train.log"
         (run_dir / "launch.json").write_text(json.dumps(plan.to_dict(), indent=2))
+        self._send_env_file(shell, plan)
         started = time.monotonic()
         with open(log, "a") as handle:
             handle.write(f"$ {plan.command()}\n")
@@ -171,6 +173,20 @@ class TrainRunner:
             raise error
         self._fetch(shell, plan, run_dir, outcome)
         return outcome
+
+    def _send_env_file(self, shell: NodeShell, plan: LaunchPlan) -> None:
+        """--env values go to every node in a file only the login user can read (created 0600 before
+        anything is written to it), never into argv, launch.json or the log."""
+        if not self.request.env:
+            return
+        remote_dir = f"{PACKAGE_ROOT}/runs/{plan.run}"
+        results = shell.run(self.nodes, f"umask 077 && mkdir -p ~/{remote_dir} && : > ~/{remote_dir}/{ENV_FILE} "
+                                        f"&& chmod 600 ~/{remote_dir}/{ENV_FILE}")
+        failed = [r for r in results.values() if not r.ok]
+        if failed:
+            raise RemoteError(f"cannot write the --env file on {failed[0].node}: {failed[0].last_line()}")
+        for node in self.nodes:
+            shell.put_files(node, [RemoteFile(f"{remote_dir}/{ENV_FILE}", env_file_text(self.request), 0o600)])
 
     def _stream(self, shell: NodeShell, plan: LaunchPlan, sink: Callable[[str, str], None],
                 log: Path) -> CommandResult:

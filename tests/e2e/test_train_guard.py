@@ -123,3 +123,24 @@ def test_resume_continues_the_newest_run_of_the_task_whatever_its_name(local_env
     assert "run my-own-name:" in result.out + result.err
     metrics = json.loads((run_dir(local_env, guard_cluster, "my-own-name") / "metrics.json").read_text())
     assert metrics["resumed_from_step"] == 20 and metrics["global_steps"] == 30
+
+
+def test_env_values_reach_the_ranks_but_no_argv_log_or_launch_json(local_env: LocalEnv, guard_cluster: str) -> None:
+    secret = "hf_e2e-s3cr3t-value"
+    args = ["train", "squad", "--demo", "--name", guard_cluster, "--run", "envrun", "--env", f"XC_E2E_TOKEN={secret}",
+            "--env", "OMP_NUM_THREADS=2"]
+    dry = local_env.ok(*args, "--dry-run")
+    assert secret not in dry.out + dry.err and "XC_E2E_TOKEN=<redacted>" in dry.out
+    result = local_env.ok(*args, "--", "--max-steps", "2", "--no-eval-before")
+    assert secret not in result.out + result.err
+    folder = run_dir(local_env, guard_cluster, "envrun")
+    for path in folder.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+    assert json.loads((folder / "launch.json").read_text())["env"]["XC_E2E_TOKEN"] == "<redacted>"
+    assert "export OMP_NUM_THREADS=1" in dry.out, "planned: one thread per single-CPU node"
+    assert json.loads((folder / "metrics.json").read_text())["threads_per_rank"] == 2, "the file's values reach ranks"
+    check = f"stat -c %a ~/xeoncluster/runs/envrun/env; grep -c {secret} ~/xeoncluster/runs/envrun/env"
+    out = local_env.ok("exec", "--name", guard_cluster, "--", check).out
+    assert sorted(line.replace(" ", "") for line in out.splitlines()) == ["node0|1", "node0|600", "node1|1",
+                                                                          "node1|600"]
