@@ -80,12 +80,23 @@ def parse_env(pairs: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     return tuple(result)
 
 
+RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def check_run_name(run: str | None) -> None:
+    """A run name becomes a folder here and on every node: no path separators, no `..`."""
+    if run is not None and not RUN_NAME.match(run):
+        raise ConfigError(f"--run {run!r}: a run name is 1-64 letters, digits, '.', '_' or '-', starting with a "
+                          "letter or digit", hint="e.g. --run squad-lr5e-5")
+
+
 def default_run_name(task: str) -> str:
     return f"{task}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def check_request(request: TrainRequest, stack: Stack) -> None:
     """Impossible combinations fail here, before anything runs."""
+    check_run_name(request.run)
     if request.task not in TASKS:
         raise ConfigError(f"unknown task '{request.task}'; choose one of {', '.join(TASKS)}")
     if request.dataset and (request.train_file or request.demo):

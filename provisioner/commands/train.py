@@ -18,8 +18,8 @@ from ..remote import CommandResult, NodeShell, RemoteFile
 from ..remote_layout import PACKAGE_ROOT, VENV, RemoteLayout
 from ..stacks import get_stack
 from ..topology import CpuTopology, parse_probe, probe_command
-from ..train_plan import (ENV_FILE, LaunchPlan, TrainRequest, build_plan, check_request, default_run_name,
-                          env_file_text)
+from ..train_plan import (ENV_FILE, LaunchPlan, TrainRequest, build_plan, check_request, check_run_name,
+                          default_run_name, env_file_text)
 
 T = TypeVar("T")
 
@@ -46,6 +46,7 @@ class TrainRunner:
         self.ctx = ctx
         self.request = request
         self.echo = echo
+        check_run_name(request.run)
         record = ctx.require_up()
         self.nodes = record.node_list()
         self.stack = get_stack(str(record.config.get("stack", ctx.config.stack)))
