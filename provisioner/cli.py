@@ -18,7 +18,7 @@ from .commands import status as status_cmd
 from .commands import train as train_cmd
 from .commands import up as up_cmd
 from .context import CommandContext, make_context, resolve_config
-from .errors import XeonClusterError
+from .errors import NoStateError, XeonClusterError
 from .stacks import get_stack
 from .train_plan import DEFAULT_MODEL, LaunchPlan, TrainRequest, check_request, dry_run_plan, parse_env
 
@@ -60,12 +60,12 @@ def cli(ctx: click.Context, debug: bool, **globals_: Any) -> None:
 
 
 def command_context(ctx: click.Context, options: dict[str, Any], overrides: dict[str, Any] | None = None,
-                    creating: bool = False) -> CommandContext:
+                    creating: bool = False, locate: bool = False) -> CommandContext:
     """Global options, then the command's; tests inject a provider or SSH stand-in through `obj`."""
     obj = ctx.find_root().obj or {}
     merged = {k: v for k, v in obj.get("globals", {}).items() if v is not None}
     merged.update({k: v for k, v in options.items() if v is not None})
-    config = resolve_config(merged, overrides, creating=creating)
+    config = resolve_config(merged, overrides, creating=creating, locate=locate)
     return make_context(config, obj.get("provider_factory"), obj.get("shell_factory"))
 
 
@@ -108,10 +108,21 @@ def up(ctx: click.Context, keep_on_failure: bool, **opts: Any) -> None:
 @cli.command(context_settings=CONTEXT)
 @cluster_options
 @click.option("--purge-images", is_flag=True, help="also delete the images this cluster baked")
+@click.option("--force", is_flag=True,
+              help="remove the cluster even while another command (e.g. a `train` run) holds it; that run fails")
 @click.pass_context
-def down(ctx: click.Context, purge_images: bool, **opts: Any) -> None:
-    """Remove everything the cluster owns. Finds it by name/tag even if local state is gone; safe to repeat."""
-    result = down_cmd.run(command_context(ctx, opts), purge_images=purge_images)
+def down(ctx: click.Context, purge_images: bool, force: bool, **opts: Any) -> None:
+    """Remove everything the cluster owns. Finds it by name/tag even if local state is gone; safe to repeat.
+
+    Refused while a `train`, `up` or another `down` runs on the cluster, unless --force.
+    """
+    try:
+        context = command_context(ctx, opts, locate=True)
+    except NoStateError as exc:
+        down_cmd.forget(exc.name)
+        click.echo(f"nothing to remove for '{exc.name}': {exc.message}")
+        return
+    result = down_cmd.run(context, purge_images=purge_images, force=force)
     render.removed(result.removed, result.cluster)
 
 
@@ -121,7 +132,7 @@ def down(ctx: click.Context, purge_images: bool, **opts: Any) -> None:
 @click.pass_context
 def status(ctx: click.Context, as_json: bool, **opts: Any) -> None:
     """Show each node, its address and whether it answers over SSH."""
-    result = status_cmd.run(command_context(ctx, opts))
+    result = status_cmd.run(command_context(ctx, opts, locate=True))
     if as_json:
         render.as_json(result.to_dict())
         return

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from .config import ClusterConfig, default_config_path, load_config
-from .errors import XeonClusterError
+from .config import ClusterConfig, default_config_path, load_config, read_yaml
+from .errors import NoStateError, XeonClusterError
 from .progress import Reporter
 from .providers import make_provider
 from .providers.base import Provider
+from .providers.local_leftovers import find_local_leftovers
 from .remote import FabricShell, NodeShell, SshIdentity
 from .state import ClusterRecord, StateDir
 
@@ -51,14 +52,32 @@ class CommandContext:
 
 
 def resolve_config(options: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,
-                   creating: bool = False) -> ClusterConfig:
-    """`options`: the global and command options (config_path, name, provider, region, profile)."""
+                   creating: bool = False, locate: bool = False) -> ClusterConfig:
+    """`options`: the global and command options (config_path, name, provider, region, profile).
+
+    `locate` (down, status): without readable state and without a provider named by --provider or
+    the config file, the cluster is looked for among this machine's local leftovers, never on AWS
+    by default (that needs credentials and is rarely what was meant); NoStateError if none."""
     merged = {k: v for k, v in options.items() if v is not None}
     path: Path | None = merged.pop("config_path", None) or default_config_path()
     values = {key: merged.get(key) for key in TARGET_KEYS} | dict(overrides or {})
     config = load_config(path, values)
-    # `up` on a cluster that is up grows or repairs it: it keeps its config, and only flags change it.
-    return recorded_config(config.name, values, ready_only=creating) or config
+    if creating:
+        # `up` on a cluster that is up grows or repairs it: it keeps its config, and only flags change it.
+        return recorded_config(config.name, values, ready_only=True) or config
+    recorded = recorded_config(config.name, values)
+    if recorded is not None or not locate or _provider_named(path, values):
+        return recorded or config
+    leftovers = find_local_leftovers(config.name, config.local.root)
+    if not leftovers.found:
+        raise NoStateError(config.name)
+    local = {"provider": "local", "local.root": leftovers.root or config.local.root,
+             "local.subnet": leftovers.subnet or config.local.subnet}
+    return load_config(path, {**values, **local})
+
+
+def _provider_named(path: Path | None, values: Mapping[str, Any]) -> bool:
+    return values.get("provider") is not None or (path is not None and "provider" in read_yaml(path))
 
 
 def recorded_config(name: str, overrides: Mapping[str, Any], ready_only: bool = False) -> ClusterConfig | None:

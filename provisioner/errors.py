@@ -42,3 +42,11 @@ class TrainingError(XeonClusterError):
 
 class BusyError(XeonClusterError):
     """Another command holds the cluster's lock."""
+
+
+class NoStateError(XeonClusterError):
+    """No readable state for a cluster, no provider named, and no local leftovers of it."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no state for {name} on this machine; pass --provider aws to search AWS by tag")
+        self.name = name

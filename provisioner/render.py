@@ -145,6 +145,8 @@ def launch_plan(plan: "LaunchPlan") -> None:
     # Plain writes: the command must stay one copy-pasteable line, never wrapped by rich.
     for key, value in plan.ranks.env:
         sys.stdout.write(f"export {key}={shlex.quote(value)}\n")
+    for key in plan.user_env:
+        sys.stdout.write(f"# --env {key}=<redacted>: sent to the nodes in a 0600 file, never on the command line\n")
     sys.stdout.write(plan.command() + "\n")
 
 

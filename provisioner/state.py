@@ -96,7 +96,8 @@ class StateDir:
         except ValueError as exc:
             raise XeonClusterError(
                 f"state file {self.state_file} is corrupt: {str(exc).splitlines()[0]}",
-                hint=f"run `xeoncluster down --name {self.name}`; it finds resources by tag",
+                hint=f"run `xeoncluster down --name {self.name}`: it removes local nodes by name "
+                     "(add --provider aws for an AWS cluster: it finds those by tag)",
             ) from None
 
     def save(self, record: ClusterRecord) -> None:
@@ -136,7 +137,9 @@ class StateDir:
         return self.key.with_suffix(".pub").read_text().strip()
 
     @contextmanager
-    def lock(self, command: str) -> Iterator[None]:
+    def lock(self, command: str, *, force: bool = False, busy_hint: str | None = None) -> Iterator[str | None]:
+        """Hold the cluster for `command`. Yields None, or with `force` and another holder, what holds it
+        (then the caller goes on without the lock)."""
         fresh = not self.path.exists()
         self.create()
         handle = open(self.path / "lock", "a+")
@@ -146,15 +149,17 @@ class StateDir:
             except BlockingIOError:
                 handle.seek(0)
                 holder = handle.read().strip() or "another command"
-                raise BusyError(
-                    f"cluster '{self.name}' is busy: {holder} is running on it",
-                    hint="wait for it to finish, or use another --name",
-                ) from None
+                if force:
+                    handle.close()
+                    yield holder
+                    return
+                raise BusyError(f"cluster '{self.name}' is busy: {holder} is running on it",
+                                hint=busy_hint or "wait for it to finish, or use another --name") from None
             handle.seek(0)
             handle.truncate()
             handle.write(f"`{command}` (pid {os.getpid()})")
             handle.flush()
-            yield
+            yield None
         finally:
             handle.close()
             if fresh and not self.exists():

@@ -1,6 +1,7 @@
 """What `train` asks for and the launch it plans: a value a dry run prints and a real run executes."""
 from __future__ import annotations
 
+import json
 import re
 import time
 from dataclasses import dataclass, replace
@@ -19,6 +20,8 @@ TASKS = ("squad", "glue")
 LAUNCHER_ENV = "I_MPI_HYDRA_BRANCH_COUNT=-1"
 DEFAULT_MODEL = "distilbert-base-uncased"
 DEFAULT_DATASETS = {"squad": "squad", "glue": "glue"}
+REDACTED = "<redacted>"
+ENV_FILE = "env"  # in the run's folder on every node: --env values, mode 0600, read by `python -m training`
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,7 @@ class LaunchPlan:
     argv: tuple[str, ...]
     home: str
     notes: tuple[str, ...] = ()
+    user_env: tuple[str, ...] = ()  # names from --env; their values travel only in the 0600 env file
 
     def command(self) -> str:
         # Only the master holds the cluster key, so Hydra must start every proxy itself rather
@@ -61,7 +65,8 @@ class LaunchPlan:
     def to_dict(self) -> dict[str, object]:
         return {"run": self.run, "nodes": [n.name for n in self.nodes], "world_size": self.ranks.world_size,
                 "ranks_per_node": self.ranks.ranks_per_node, "threads_per_rank": self.ranks.threads_per_rank,
-                "env": dict(self.ranks.env), "argv": list(self.argv), "command": self.command(),
+                "env": dict(self.ranks.env) | {name: REDACTED for name in self.user_env},
+                "argv": list(self.argv), "command": self.command(),
                 "topology": self.topology.describe(), "notes": list(self.notes)}
 
 
@@ -75,12 +80,23 @@ def parse_env(pairs: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     return tuple(result)
 
 
+RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def check_run_name(run: str | None) -> None:
+    """A run name becomes a folder here and on every node: no path separators, no `..`."""
+    if run is not None and not RUN_NAME.match(run):
+        raise ConfigError(f"--run {run!r}: a run name is 1-64 letters, digits, '.', '_' or '-', starting with a "
+                          "letter or digit", hint="e.g. --run squad-lr5e-5")
+
+
 def default_run_name(task: str) -> str:
     return f"{task}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def check_request(request: TrainRequest, stack: Stack) -> None:
     """Impossible combinations fail here, before anything runs."""
+    check_run_name(request.run)
     if request.task not in TASKS:
         raise ConfigError(f"unknown task '{request.task}'; choose one of {', '.join(TASKS)}")
     if request.dataset and (request.train_file or request.demo):
@@ -131,7 +147,9 @@ def program_args(request: TrainRequest, stack: Stack, home: str, run: str, data:
     return args + list(request.trainer_args)
 
 
-def launch_env(request: TrainRequest, stack: Stack, home: str, iface: str | None = None) -> dict[str, str]:
+def launch_env(request: TrainRequest, stack: Stack, home: str, run: str, iface: str | None = None) -> dict[str, str]:
+    """--env values are not here: argv is visible to every user (`ps`) and is logged. The ranks
+    read them from the run's 0600 env file (XC_ENV_FILE) before anything else."""
     # No PYTHONUNBUFFERED: unbuffered print() writes text and newline separately, and Intel MPI's
     # -l labels each write, splitting lines. The training package flushes whole lines itself.
     env = {"PYTHONPATH": RemoteLayout(home).package_root, "XC_STACK": stack.name, "TOKENIZERS_PARALLELISM": "false"}
@@ -141,13 +159,19 @@ def launch_env(request: TrainRequest, stack: Stack, home: str, iface: str | None
         env |= {"GLOO_SOCKET_IFNAME": iface, "I_MPI_HYDRA_IFACE": iface}
     if request.offline or request.demo:
         env |= {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    return env | dict(request.env)
+    if request.env:
+        env["XC_ENV_FILE"] = f"{RemoteLayout(home).run_dir(run)}/{ENV_FILE}"
+    return env
+
+
+def env_file_text(request: TrainRequest) -> str:
+    return json.dumps(dict(request.env), indent=1) + "\n"
 
 
 def build_plan(request: TrainRequest, stack: Stack, nodes: list[Node], topology: CpuTopology, home: str,
                run: str, data: dict[str, str], iface: str | None = None) -> LaunchPlan:
     master = nodes[0]
-    env = launch_env(request, stack, home, iface)
+    env = launch_env(request, stack, home, run, iface)
     try:
         ranks = plan_ranks(topology, len(nodes), backend=stack.backend, ipex=stack.ipex, ppn=request.ppn,
                            threads=request.threads, master_addr=master.private_ip, extra_env=env)
@@ -158,7 +182,8 @@ def build_plan(request: TrainRequest, stack: Stack, nodes: list[Node], topology:
     program = program_args(request, stack, home, run, data)
     layout = RemoteLayout(home)
     argv = mpirun_command(layout.mpiexec, layout.hostfile, ranks, program)
-    return LaunchPlan(run, tuple(nodes), topology, ranks, tuple(argv), home, ranks.notes)
+    return LaunchPlan(run, tuple(nodes), topology, ranks, tuple(argv), home, ranks.notes,
+                      tuple(name for name, _ in request.env))
 
 
 UNTUNED_KEEP = ("MASTER_ADDR", "MASTER_PORT")

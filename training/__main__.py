@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 
 from .errors import TrainingError
 
 
+def load_env_file(environ: "os._Environ[str] | dict[str, str]") -> None:
+    """`xeoncluster train --env` values: read from a 0600 file, never from argv (visible to `ps`).
+    Before anything imports torch, so thread settings among them still take effect."""
+    path = environ.get("XC_ENV_FILE")
+    if path:
+        with open(path) as handle:
+            environ.update({str(k): str(v) for k, v in json.load(handle).items()})
+
+
 def main(argv: list[str] | None = None) -> int:
-    import os
+    load_env_file(os.environ)
 
     from . import cli
     from .distributed import from_env

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from ..context import CommandContext
 from ..providers.base import Removed
+from ..state import StateDir
 
 
 @dataclass(frozen=True)
@@ -13,10 +14,28 @@ class DownResult:
     removed: Removed
 
 
-def run(ctx: CommandContext, purge_images: bool = False) -> DownResult:
-    with ctx.state.lock("down"), ctx.reporter.step(f"removing cluster '{ctx.config.name}'"):
+def run(ctx: CommandContext, purge_images: bool = False, force: bool = False) -> DownResult:
+    """Refused while another command (a `train`, an `up`) holds the cluster, unless `force`."""
+    name = ctx.config.name
+    hint = f"wait for it to finish, or `xeoncluster down --name {name} --force` to stop it and remove the cluster"
+    with ctx.state.lock("down", force=force, busy_hint=hint) as holder:
+        if holder is not None:
+            ctx.reporter.warn(f"{holder} is running on cluster '{name}'; removing the cluster anyway (--force)")
+        return _remove(ctx, purge_images)
+
+
+def _remove(ctx: CommandContext, purge_images: bool) -> DownResult:
+    with ctx.reporter.step(f"removing cluster '{ctx.config.name}'"):
         removed = ctx.provider.terminate(ctx.config)
         if purge_images:
             removed = removed.merge(ctx.provider.purge_images(ctx.config))
         ctx.state.remove()
     return DownResult(ctx.config.name, removed)
+
+
+def forget(name: str) -> None:
+    """No cluster to remove, but a state folder may remain (logs of a rolled-back up, a corrupt state.json)."""
+    state = StateDir(name)
+    if state.path.exists():
+        with state.lock("down"):
+            state.remove()

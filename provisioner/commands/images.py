@@ -1,6 +1,7 @@
 """`xeoncluster images [build|rm]`: list, bake without keeping a cluster, or remove images."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..context import CommandContext
@@ -22,7 +23,13 @@ def list_images(ctx: CommandContext) -> list[Image]:
     return ctx.provider.images()
 
 
+IMAGE_ID = re.compile(r"^(ami-[0-9a-f]{8,17}|local-[0-9a-f]{8,64})$")
+
+
 def remove(ctx: CommandContext, image_id: str) -> RemovedImage:
+    if not IMAGE_ID.match(image_id):
+        raise ConfigError(f"images rm {image_id!r}: not an image id (ami-... or local-...)",
+                          hint="`xeoncluster images` lists them")
     removed = ctx.provider.remove_image(image_id)
     if removed.empty:
         raise ConfigError(f"no image '{image_id}'", hint="`xeoncluster images` lists them")

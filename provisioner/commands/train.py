@@ -8,17 +8,20 @@ import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, TypeVar
 
 from ..context import CommandContext
-from ..errors import RemoteError, TrainingError
+from ..errors import ConfigError, RemoteError, TrainingError
 from ..package_sync import package_files, sync_data_file, sync_tree
 from ..paths import project_file
-from ..remote import CommandResult, NodeShell
-from ..remote_layout import PACKAGE_ROOT, VENV
+from ..remote import CommandResult, NodeShell, RemoteFile
+from ..remote_layout import PACKAGE_ROOT, VENV, RemoteLayout
 from ..stacks import get_stack
 from ..topology import CpuTopology, parse_probe, probe_command
-from ..train_plan import LaunchPlan, TrainRequest, build_plan, check_request, default_run_name
+from ..train_plan import (ENV_FILE, LaunchPlan, TrainRequest, build_plan, check_request, check_run_name,
+                          default_run_name, env_file_text)
+
+T = TypeVar("T")
 
 # The interface each node reaches the master's private address over (on the master: the one holding it).
 IFACE_PROBE = ("dev=$(ip -o -4 route get {ip} 2>/dev/null | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p'); "
@@ -48,30 +51,44 @@ class TrainRunner:
         self.ctx = ctx
         self.request = request
         self.echo = echo
+        check_run_name(request.run)
         record = ctx.require_up()
         self.nodes = record.node_list()
         self.stack = get_stack(str(record.config.get("stack", ctx.config.stack)))
 
     def run(self, dry_run: bool) -> LaunchPlan | TrainOutcome:
-        """Plan the job; unless this is a dry run, also launch it and fetch its results."""
+        """Plan the job; unless this is a dry run, also launch it and fetch its results.
+
+        A real run holds the cluster's lock: two runs would share MASTER_PORT and kill each other,
+        and `down` must not pull the nodes from under a run unless forced."""
+        run = self._run_name()
+        if dry_run:
+            return self._with_shell(lambda shell: self.prepare(shell, run, dry_run=True))
+        with self.ctx.state.lock(f"train {self.request.task} --run {run}"):
+            return self._with_shell(lambda shell: self._run(shell, run))
+
+    def _with_shell(self, work: Callable[[NodeShell], T]) -> T:
         shell = self.ctx.shell()
         try:
-            plan = self.prepare(shell, dry_run)
-            if dry_run:
-                return plan
-            self.ctx.reporter.info(
-                f"run {plan.run}: {plan.ranks.world_size} ranks on {len(plan.nodes)} node(s); "
-                f"log: {self.ctx.state.runs / plan.run / 'train.log'}")
-            return self.launch(shell, plan)
+            return work(shell)
         finally:
             shell.close()
 
-    def prepare(self, shell: NodeShell, dry_run: bool) -> LaunchPlan:
+    def _run(self, shell: NodeShell, run: str) -> TrainOutcome:
+        plan = self.prepare(shell, run, dry_run=False)
+        self.ctx.reporter.info(
+            f"run {plan.run}: {plan.ranks.world_size} ranks on {len(plan.nodes)} node(s); "
+            f"log: {self.ctx.state.runs / plan.run / 'train.log'}")
+        return self.launch(shell, plan)
+
+    def prepare(self, shell: NodeShell, run: str, dry_run: bool) -> LaunchPlan:
         check_request(self.request, self.stack)
         reporter = self.ctx.reporter
         with reporter.step(f"read topology of {len(self.nodes)} node(s)"):
             topology, home, iface = self._probe(shell)
             reporter.detail(topology.describe() + (f"; nodes reach the master over {iface}" if iface else ""))
+        if self.request.resume:
+            self._check_checkpoint(shell, home, run)
         data: dict[str, str] = {}
         if not dry_run:
             with reporter.step("sync the training package and data"):
@@ -79,9 +96,11 @@ class TrainRunner:
                 result = sync_tree(shell, self.nodes, package, package_files(package), "training")
                 reporter.detail(f"training package {result.digest}: sent to {', '.join(result.sent_to) or 'none (unchanged)'}")
                 data = self._sync_data(shell)
-        run = self.request.run or (self._latest_run() if self.request.resume else None) or default_run_name(
-            self.request.task)
         return build_plan(self.request, self.stack, self.nodes, topology, home, run, data, iface)
+
+    def _run_name(self) -> str:
+        return self.request.run or (self._latest_run() if self.request.resume else None) or default_run_name(
+            self.request.task)
 
     def _probe(self, shell: NodeShell) -> tuple[CpuTopology, str, str | None]:
         # The venv argument stays outside the quoting so that the node's shell expands $HOME.
@@ -122,16 +141,36 @@ class TrainRunner:
             data["eval"] = sync_data_file(shell, self.nodes, self.request.eval_file)
         return data
 
-    def _latest_run(self) -> str | None:
-        runs = sorted((p for p in self.ctx.state.runs.glob(f"{self.request.task}-*") if p.is_dir()),
-                      key=lambda p: p.stat().st_mtime)
-        return runs[-1].name if runs else None
+    def _latest_run(self) -> str:
+        """The newest run of this task, whatever its name (launch.json records what it ran)."""
+        runs = [(launch.stat().st_mtime, launch.parent.name) for launch in self.ctx.state.runs.glob("*/launch.json")
+                if launched_task(launch) == self.request.task]
+        if not runs:
+            raise ConfigError(f"no earlier {self.request.task} run on cluster '{self.ctx.config.name}' to resume",
+                              hint="start one without --resume, or name the run with --run RUN --resume")
+        return max(runs)[1]
+
+    def _check_checkpoint(self, shell: NodeShell, home: str, run: str) -> None:
+        """`--resume` of a run the master has no checkpoint of would silently start from step 0."""
+        master = self.nodes[0]
+        remote = RemoteLayout(home).run_dir(run)
+        command = f"cd {shlex.quote(remote)} 2>/dev/null || {{ echo no-run; exit 0; }}; ls -d checkpoint-* || true"
+        result = shell.run([master], command)[master.name]
+        if not result.ok:
+            raise RemoteError(f"cannot look for checkpoints on {master.name}: {result.last_line()}")
+        if "no-run" in result.stdout.split():
+            raise ConfigError(f"--resume: no run '{run}' on {master.name} (master) to resume",
+                              hint="`xeoncluster train ... --run RUN --resume` with a run this cluster started")
+        if not any(line.startswith("checkpoint-") for line in result.stdout.split()):
+            raise ConfigError(f"--resume: run '{run}' has no checkpoint on {master.name} (master)",
+                              hint="checkpoints are written every --save-steps steps; start a new run instead")
 
     def launch(self, shell: NodeShell, plan: LaunchPlan) -> TrainOutcome:
         run_dir = self.ctx.state.runs / plan.run
         run_dir.mkdir(parents=True, exist_ok=True)
         log = run_dir / "train.log"
         (run_dir / "launch.json").write_text(json.dumps(plan.to_dict(), indent=2))
+        self._send_env_file(shell, plan)
         started = time.monotonic()
         with open(log, "a") as handle:
             handle.write(f"$ {plan.command()}\n")
@@ -141,8 +180,10 @@ class TrainRunner:
                 handle.flush()
                 self.echo(line)
 
-            result = shell.stream([self.nodes[0]], plan.command(), sink)[self.nodes[0].name]
+            result = self._stream(shell, plan, sink, log)
         outcome = TrainOutcome(plan, result.exit_code, log, seconds=time.monotonic() - started)
+        if result.exit_code < 0:
+            raise self._lost(plan, log, f"exit code {result.exit_code}")
         if result.exit_code != 0:
             error = TrainingError(failure_line(log.read_text(), result.exit_code), log=log,
                                   hint="see the log; `xeoncluster status` shows which nodes answer")
@@ -150,6 +191,36 @@ class TrainRunner:
             raise error
         self._fetch(shell, plan, run_dir, outcome)
         return outcome
+
+    def _send_env_file(self, shell: NodeShell, plan: LaunchPlan) -> None:
+        """--env values go to every node in a file only the login user can read (created 0600 before
+        anything is written to it), never into argv, launch.json or the log."""
+        if not self.request.env:
+            return
+        remote_dir = f"{PACKAGE_ROOT}/runs/{plan.run}"
+        results = shell.run(self.nodes, f"umask 077 && mkdir -p ~/{remote_dir} && : > ~/{remote_dir}/{ENV_FILE} "
+                                        f"&& chmod 600 ~/{remote_dir}/{ENV_FILE}")
+        failed = [r for r in results.values() if not r.ok]
+        if failed:
+            raise RemoteError(f"cannot write the --env file on {failed[0].node}: {failed[0].last_line()}")
+        for node in self.nodes:
+            shell.put_files(node, [RemoteFile(f"{remote_dir}/{ENV_FILE}", env_file_text(self.request), 0o600)])
+
+    def _stream(self, shell: NodeShell, plan: LaunchPlan, sink: Callable[[str, str], None],
+                log: Path) -> CommandResult:
+        master = self.nodes[0]
+        try:
+            return shell.stream([master], plan.command(), sink)[master.name]
+        except RemoteError as exc:
+            raise self._lost(plan, log, exc.message) from None
+
+    def _lost(self, plan: LaunchPlan, log: Path, detail: str) -> TrainingError:
+        """The SSH session to the master ended without the job's exit status (node gone, `down --force`)."""
+        master = self.nodes[0]
+        name = self.ctx.config.name
+        gone = "" if log.exists() else "; the cluster's state folder is gone (removed by `down`?)"
+        return TrainingError(f"lost connection to {master.name} (master) during run {plan.run} ({detail}){gone}",
+                             log=log, hint=f"`xeoncluster status --name {name}` shows whether the nodes answer")
 
     def _fetch(self, shell: NodeShell, plan: LaunchPlan, run_dir: Path, outcome: TrainOutcome) -> None:
         master = self.nodes[0]
@@ -169,6 +240,18 @@ class TrainRunner:
                 tar.extractall(self.request.fetch_model, filter="data")
             archive.unlink()
             outcome.model_dir = self.request.fetch_model / "model"
+
+
+def launched_task(launch_json: Path) -> str | None:
+    """The task (squad, glue) a run's launch.json ran: the word after `-m training` in its argv."""
+    try:
+        argv = json.loads(launch_json.read_text()).get("argv", [])
+    except (OSError, ValueError, AttributeError):
+        return None
+    for index in range(len(argv) - 2):
+        if argv[index] == "-m" and argv[index + 1] == "training":
+            return str(argv[index + 2])
+    return None
 
 
 def failure_line(log_text: str, exit_code: int) -> str:

@@ -10,6 +10,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Callable
 
+from ..bake_lock import BakeLock
 from ..context import CommandContext
 from ..errors import ConfigError, XeonClusterError
 from ..image import ImageAction, ImagePlan, decide_image
@@ -45,9 +46,25 @@ def run(ctx: CommandContext, keep_on_failure: bool = False) -> UpResult:
         if existing is None:
             _refuse_orphans(ctx)
         image = decide_image(ctx.config, ctx.provider, get_stack(ctx.config.stack))
-        if existing is not None:
-            _clean_leftovers(ctx)
-        return _create(ctx, notes, image, keep_on_failure)
+        bake_lock = BakeLock(ctx.provider.name, image.key or "")
+        try:
+            image = _claim_bake(ctx, image, bake_lock)
+            if existing is not None:
+                _clean_leftovers(ctx)
+            return _create(ctx, notes, image, keep_on_failure, bake_lock)
+        finally:
+            bake_lock.release()
+
+
+def _claim_bake(ctx: CommandContext, image: ImagePlan, lock: BakeLock) -> ImagePlan:
+    """Only one `up` bakes a key at a time; one that waited decides again and reuses the other's image."""
+    if image.action is not ImageAction.BAKE or image.key is None:
+        return image
+    lock.acquire(ctx.reporter.info)
+    again = decide_image(ctx.config, ctx.provider, get_stack(ctx.config.stack))
+    if again.action is not ImageAction.BAKE:
+        lock.release()
+    return again
 
 
 def _refuse_orphans(ctx: CommandContext) -> None:
@@ -87,7 +104,8 @@ def _clean_leftovers(ctx: CommandContext) -> None:
     ctx.state.forget_hosts()
 
 
-def _create(ctx: CommandContext, notes: list[str], image: ImagePlan, keep_on_failure: bool) -> UpResult:
+def _create(ctx: CommandContext, notes: list[str], image: ImagePlan, keep_on_failure: bool,
+            bake_lock: BakeLock) -> UpResult:
     cfg, state, reporter = ctx.config, ctx.state, ctx.reporter
     record = ClusterRecord(name=cfg.name, provider=cfg.provider, config=cfg.model_dump(mode="json"))
     state.save(record)
@@ -97,7 +115,7 @@ def _create(ctx: CommandContext, notes: list[str], image: ImagePlan, keep_on_fai
     started = time.monotonic()
     current = "start"
     shell = ctx.shell()
-    steps = UpSteps(ctx, record, image, shell)
+    steps = UpSteps(ctx, record, image, shell, bake_lock)
     try:
         for current, action in steps.sequence():
             with reporter.step(current):
@@ -116,8 +134,10 @@ def _create(ctx: CommandContext, notes: list[str], image: ImagePlan, keep_on_fai
 class UpSteps:
     """The steps of one `up`, sharing what earlier steps produced (the network, the image)."""
 
-    def __init__(self, ctx: CommandContext, record: ClusterRecord, image: ImagePlan, shell: NodeShell) -> None:
+    def __init__(self, ctx: CommandContext, record: ClusterRecord, image: ImagePlan, shell: NodeShell,
+                 bake_lock: BakeLock) -> None:
         self.ctx, self.record, self.image, self.shell = ctx, record, image, shell
+        self.bake_lock = bake_lock
         self.network: Network | None = None
 
     def sequence(self) -> list[Step]:
@@ -179,6 +199,7 @@ class UpSteps:
         self.image = ImagePlan(self.image.key, baked, ImageAction.BAKE, self.image.base_id)
         self._record_image(baked)
         self.record.add_resources("image", [baked.id])
+        self.bake_lock.release()
 
     def _bake_clean(self, master: Node) -> Image:
         """Bake with the master's own identity left out of the image, and put back right after the snapshot."""

@@ -235,6 +235,7 @@ class LocalProvider(Provider):
         the venv to delete on `down`. .ssh and caches stay behind: no key goes into an image.
         """
         image_id = f"local-{key[:16]}"
+        self._refuse_if_in_use(image_id, "bake over it")
         paths = self.node_paths(cluster.name, node.name)
         ns = net.netns_name(cluster.name, node.name)
         net.kill_pids(net.namespace_pids(ns))
@@ -265,12 +266,25 @@ class LocalProvider(Provider):
         folder = self.image_root / image_id
         if not (folder / "image.json").exists():
             return Removed()
-        users = [p.parent.name for p in self.root.glob("clusters/*/*/node.json")
-                 if json.loads(p.read_text()).get("lower") == str(folder / "home")]
-        if users:
-            raise ProviderError(f"image {image_id} is in use by running nodes ({', '.join(sorted(users))})",
-                                hint="remove the cluster that uses it first")
+        self._refuse_if_in_use(image_id, "remove it")
         remove_tree(folder)
         return Removed({"images": [image_id]})
 
+    def _image_users(self, image_id: str) -> list[str]:
+        """`cluster/node` of every node whose home overlays this image."""
+        home = str(self.image_root / image_id / "home")
+        users = []
+        for meta in self.root.glob("clusters/*/*/node.json"):
+            try:
+                lower = json.loads(meta.read_text()).get("lower")
+            except (OSError, ValueError):
+                continue
+            if lower == home:
+                users.append(f"{meta.parent.parent.name}/{meta.parent.name}")
+        return sorted(users)
 
+    def _refuse_if_in_use(self, image_id: str, action: str) -> None:
+        users = self._image_users(image_id)
+        if users:
+            raise ProviderError(f"image {image_id} is in use by running nodes ({', '.join(users)}); "
+                                f"refusing to {action}", hint="remove the cluster that uses it first")

@@ -115,6 +115,11 @@ def sshd_pid(paths: NodePaths) -> int | None:
     return pid if net._alive(pid) else None
 
 
+def is_sshd(cmdline: str) -> bool:
+    """sshd's command line, also as OpenSSH >= 9.8 retitles its listener (`sshd: /usr/sbin/sshd -f ... [listener]`)."""
+    return cmdline.startswith(SSHD) or cmdline.startswith(f"sshd: {SSHD} ")
+
+
 def stray_sshd_pids(cluster_dir: Path) -> list[int]:
     """sshd daemons whose config lives under this cluster's folder, even if their namespace is gone."""
     needle = str(cluster_dir) + "/"
@@ -126,6 +131,6 @@ def stray_sshd_pids(cluster_dir: Path) -> list[int]:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if cmdline.startswith(SSHD) and needle in cmdline:
+        if is_sshd(cmdline) and needle in cmdline:
             pids.append(int(proc.name))
     return pids

@@ -193,7 +193,8 @@ def test_down_by_tag_with_the_state_folder_deleted(xc, ec2, xc_home):
 
     assert xc("up", "--name", "t1", "--nodes", "3").code == 0
     shutil.rmtree(xc_home / "clusters" / "t1")
-    run = xc("down", "--name", "t1")
+    assert "pass --provider aws to search AWS by tag" in xc("down", "--name", "t1").out
+    run = xc("down", "--name", "t1", "--provider", "aws")
     assert run.code == 0, run.err
     removed = next(line for line in run.out.splitlines() if line.startswith("removed instances: "))
     assert len(removed.split(": ", 1)[1].split(", ")) == 3

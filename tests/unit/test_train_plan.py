@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
@@ -11,7 +12,8 @@ from provisioner.cli import main
 from provisioner.errors import ConfigError
 from provisioner.stacks import check_stack, get_stack
 from provisioner.commands.train import failure_line
-from provisioner.train_plan import TrainRequest, check_request, dry_run_plan, parse_env, requested_backend
+from provisioner.train_plan import (TrainRequest, check_request, dry_run_plan, env_file_text, parse_env,
+                                    requested_backend)
 
 
 def test_dry_run_for_four_two_socket_nodes() -> None:
@@ -34,7 +36,8 @@ def test_overrides_reach_the_plan() -> None:
                            trainer_args=("--learning_rate", "5e-5"), dataset="glue")
     plan = dry_run_plan(request, get_stack("stock"), "c7i.48xlarge", 2, "ubuntu")
     env = dict(plan.ranks.env)
-    assert (plan.ranks.ranks_per_node, env["OMP_NUM_THREADS"], env["KMP_BLOCKTIME"]) == (4, "8", "0")
+    assert (plan.ranks.ranks_per_node, env["OMP_NUM_THREADS"], plan.user_env) == (4, "8", ("KMP_BLOCKTIME",))
+    assert env["XC_ENV_FILE"].endswith("/xeoncluster/runs/<run>/env")
     assert list(plan.argv[-2:]) == ["--learning_rate", "5e-5"]
     assert "--task" in plan.argv and "rte" in plan.argv
 
@@ -136,3 +139,21 @@ def test_ranks_use_the_interface_that_reaches_the_master() -> None:
     for plan in (tuned, untuned):
         env = dict(plan.ranks.env)
         assert (env["GLOO_SOCKET_IFNAME"], env["I_MPI_HYDRA_IFACE"]) == ("ens5", "ens5")
+def test_env_values_stay_out_of_argv_and_launch_json() -> None:
+    secret = "hf_s3cr3t-token-value"
+    request = TrainRequest(task="squad", demo=True, run="r1", env=(("HF_TOKEN", secret),))
+    plan = dry_run_plan(request, get_stack("stock"), "c7i.2xlarge", 2, "root")
+    shown = json.dumps(plan.to_dict())
+    assert secret not in shown and secret not in plan.command()
+    assert plan.to_dict()["env"]["HF_TOKEN"] == "<redacted>"
+    assert json.loads(env_file_text(request)) == {"HF_TOKEN": secret}
+
+
+def test_the_training_package_reads_the_env_file_first(tmp_path: Path) -> None:
+    from training.__main__ import load_env_file
+
+    path = tmp_path / "env"
+    path.write_text(env_file_text(TrainRequest(task="squad", env=(("HF_TOKEN", "v1"), ("OMP_NUM_THREADS", "3")))))
+    environ = {"XC_ENV_FILE": str(path), "OMP_NUM_THREADS": "1"}
+    load_env_file(environ)
+    assert (environ["HF_TOKEN"], environ["OMP_NUM_THREADS"]) == ("v1", "3")

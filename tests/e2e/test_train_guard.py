@@ -1,0 +1,146 @@
+"""`train` on a real cluster: a run owns its cluster (a second train, `up` or `down` is refused,
+`down --force` ends it), and `--resume` continues the right run or refuses."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.e2e.conftest import LocalEnv, leftovers
+from tests.e2e.test_train import rank_processes, run_dir
+
+
+@pytest.fixture(scope="module")
+def guard_cluster(local_env: LocalEnv, warm_image: str) -> Iterator[str]:
+    local_env.ok("up", "--name", "e2eguard", "--nodes", "2")
+    yield "e2eguard"
+    local_env.cli("down", "--name", "e2eguard", "--force")
+
+
+def start_train(env: LocalEnv, cluster: str, run: str, steps: int, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "provisioner.cli", "--config", str(env.config), "train", "squad", "--name", cluster,
+         "--demo", "--run", run, *extra, "--", "--max-steps", str(steps), "--no-eval-before"],
+        env={**os.environ, "XEONCLUSTER_HOME": str(env.home)}, cwd=env.base,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_steps(env: LocalEnv, cluster: str, run: str, proc: subprocess.Popen[str]) -> Path:
+    log = run_dir(env, cluster, run) / "train.log"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if log.exists() and re.search(r"^\[\d+\] step \d+", log.read_text(), re.M):
+            return log
+        time.sleep(0.3)
+    out, err = proc.communicate() if proc.poll() is not None else ("", "")
+    raise AssertionError(f"run {run} logged no training step: {out}{err}")
+
+
+def error_line(err: str) -> str:
+    """The one `error:` line; progress lines may come before it on stderr."""
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and err.strip().endswith(errors[0]), err
+    return errors[0]
+
+
+def no_ranks_left() -> bool:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (rank_processes(0) or rank_processes(1)):
+        time.sleep(0.2)
+    return not rank_processes(0) and not rank_processes(1)
+
+
+def test_second_train_up_and_down_are_refused_while_a_run_holds_the_cluster(local_env: LocalEnv,
+                                                                             guard_cluster: str) -> None:
+    proc = start_train(local_env, guard_cluster, "busy-a", 300)
+    try:
+        wait_for_steps(local_env, guard_cluster, "busy-a", proc)
+        for args in (("train", "squad", "--demo", "--run", "busy-b"), ("up", "--nodes", "2"), ("down",)):
+            result = local_env.cli(*args, "--name", guard_cluster)
+            assert result.code == 1, f"{args}: {result.out}{result.err}"
+            line = result.err.strip()
+            assert len(line.splitlines()) == 1, line
+            assert f"cluster '{guard_cluster}' is busy: `train squad --run busy-a`" in line
+        assert "--force" in line
+        out, err = proc.communicate(timeout=600)
+        assert proc.returncode == 0, out + err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert not run_dir(local_env, guard_cluster, "busy-b").exists()
+
+
+def test_down_force_during_train_names_the_lost_master(local_env: LocalEnv, warm_image: str) -> None:
+    name = "e2eforce"
+    local_env.ok("up", "--name", name, "--nodes", "2")
+    proc = start_train(local_env, name, "forced", 5000)
+    try:
+        log = wait_for_steps(local_env, name, "forced", proc)
+        local_env.ok("down", "--name", name, "--force")
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1, out + err
+        line = err.strip().splitlines()[-1]
+        assert "lost connection to node0 (master)" in line and "run forced" in line
+        assert f"log: {log}" in line
+        assert no_ranks_left()
+        assert leftovers(local_env, name) == {"namespaces": [], "processes": [], "mounts": [], "files": []}
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        local_env.cli("down", "--name", name, "--force")
+
+
+def test_resume_without_a_run_or_checkpoint_is_refused(local_env: LocalEnv, guard_cluster: str) -> None:
+    runs = local_env.home / "clusters" / guard_cluster / "runs"
+    before = set(runs.iterdir()) if runs.exists() else set()
+    for args, expected in ((("glue", "--resume"), "no earlier glue run on cluster"),
+                           (("squad", "--run", "nosuch", "--resume"), "no run 'nosuch' on node0 (master)")):
+        result = local_env.cli("train", *args, "--demo", "--name", guard_cluster)
+        assert result.code == 2, result.out + result.err
+        assert expected in error_line(result.err), result.err
+    local_env.ok("train", "squad", "--demo", "--name", guard_cluster, "--run", "nockpt", "--",
+                 "--max-steps", "5", "--no-eval-before")
+    result = local_env.cli("train", "squad", "--demo", "--name", guard_cluster, "--run", "nockpt", "--resume")
+    assert result.code == 2 and "run 'nockpt' has no checkpoint on node0 (master)" in error_line(result.err)
+    assert "starting fresh" not in result.out + result.err
+    assert set(runs.iterdir()) - before == {runs / "nockpt"}
+
+
+def test_resume_continues_the_newest_run_of_the_task_whatever_its_name(local_env: LocalEnv,
+                                                                        guard_cluster: str) -> None:
+    common = ["train", "squad", "--demo", "--name", guard_cluster]
+    local_env.ok(*common, "--run", "my-own-name", "--", "--max-steps", "20", "--save-steps", "10",
+                 "--no-eval-before")
+    result = local_env.ok(*common, "--resume", "--", "--max-steps", "30", "--save-steps", "10", "--no-eval-before")
+    assert "run my-own-name:" in result.out + result.err
+    metrics = json.loads((run_dir(local_env, guard_cluster, "my-own-name") / "metrics.json").read_text())
+    assert metrics["resumed_from_step"] == 20 and metrics["global_steps"] == 30
+
+
+def test_env_values_reach_the_ranks_but_no_argv_log_or_launch_json(local_env: LocalEnv, guard_cluster: str) -> None:
+    secret = "hf_e2e-s3cr3t-value"
+    args = ["train", "squad", "--demo", "--name", guard_cluster, "--run", "envrun", "--env", f"XC_E2E_TOKEN={secret}",
+            "--env", "OMP_NUM_THREADS=2"]
+    dry = local_env.ok(*args, "--dry-run")
+    assert secret not in dry.out + dry.err and "XC_E2E_TOKEN=<redacted>" in dry.out
+    result = local_env.ok(*args, "--", "--max-steps", "2", "--no-eval-before")
+    assert secret not in result.out + result.err
+    folder = run_dir(local_env, guard_cluster, "envrun")
+    for path in folder.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+    assert json.loads((folder / "launch.json").read_text())["env"]["XC_E2E_TOKEN"] == "<redacted>"
+    assert "export OMP_NUM_THREADS=1" in dry.out, "planned: one thread per single-CPU node"
+    assert json.loads((folder / "metrics.json").read_text())["threads_per_rank"] == 2, "the file's values reach ranks"
+    check = f"stat -c %a ~/xeoncluster/runs/envrun/env; grep -c {secret} ~/xeoncluster/runs/envrun/env"
+    out = local_env.ok("exec", "--name", guard_cluster, "--", check).out
+    assert sorted(line.replace(" ", "") for line in out.splitlines()) == ["node0|1", "node0|600", "node1|1",
+                                                                          "node1|600"]
