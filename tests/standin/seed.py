@@ -1,0 +1,63 @@
+"""The cloud-init NoCloud seed of one instance, as EC2's metadata would present it to Ubuntu:
+instance id and hostname, the key pair's public key for the default user `ubuntu`, and the
+address moto gave the instance."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from .osimage import DPKG_LOCK_FILE
+
+SEED_DIR = "var/lib/cloud/seed/nocloud"
+
+
+@dataclass(frozen=True)
+class Seed:
+    instance_id: str
+    private_ip: str
+    prefixlen: int
+    gateway: str
+    public_ip: str | None
+    public_key: str | None
+    dpkg_lock_seconds: int = 0
+
+    @property
+    def hostname(self) -> str:
+        return "ip-" + self.private_ip.replace(".", "-")
+
+    def meta_data(self) -> dict:
+        return {"instance-id": self.instance_id, "local-hostname": self.hostname}
+
+    def user_data(self) -> str:
+        config = {
+            "system_info": {"default_user": {
+                "name": "ubuntu", "gecos": "Ubuntu", "groups": ["adm", "sudo"], "shell": "/bin/bash",
+                "sudo": ["ALL=(ALL) NOPASSWD:ALL"], "lock_passwd": True}},
+            "users": ["default"],
+            "ssh_authorized_keys": [self.public_key] if self.public_key else [],
+            "manage_etc_hosts": True,
+        }
+        return "#cloud-config\n" + yaml.safe_dump(config, sort_keys=False)
+
+    def network_config(self) -> dict:
+        addresses = [f"{self.private_ip}/{self.prefixlen}"] + ([f"{self.public_ip}/32"] if self.public_ip else [])
+        # gateway4, not routes: Debian's ENI renderer turns routes into net-tools `route` calls.
+        return {"version": 2, "ethernets": {"host0": {"addresses": addresses, "gateway4": self.gateway}}}
+
+
+def write_seed(root: Path, seed: Seed) -> None:
+    """Write into the instance's upper layer, where it shadows a baked image's old seed."""
+    target = root / SEED_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "meta-data").write_text(yaml.safe_dump(seed.meta_data()))
+    (target / "user-data").write_text(seed.user_data())
+    (target / "network-config").write_text(yaml.safe_dump(seed.network_config()))
+    if seed.dpkg_lock_seconds > 0:
+        lock = root / DPKG_LOCK_FILE.lstrip("/")
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        lock.write_text(f"{seed.dpkg_lock_seconds}\n")
+    # A baked image carries its master's machine id; each instance gets its own at boot.
+    (root / "etc").mkdir(exist_ok=True)
+    (root / "etc/machine-id").write_text("")
