@@ -20,15 +20,15 @@ from .faults import Faults, FaultsFile
 from .moto_hooks import base_ami_id
 from .network import Network, enter_netns, return_to
 from .osimage import Recipe, ensure_base
-from .paths import BRIDGE, NETNS, Paths
+from .paths import Paths
 from .repos import build_docroot, ensure_apt_repo, ensure_simple_index, ensure_wheelhouse
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 READY_TIMEOUT = 90.0
 
 
-def network() -> Network:
-    return Network(NETNS, BRIDGE)
+def network(paths: Paths) -> Network:
+    return Network(paths.netns, paths.bridge)
 
 
 def read_state(paths: Paths) -> dict[str, Any] | None:
@@ -55,7 +55,7 @@ def start(paths: Paths, faults: Faults, log: Callable[[str], None] = print) -> d
         return state
     stop(paths, log=lambda m: None)  # leftovers of a crashed run
     timings = _prepare_host(paths, log)
-    net = network()
+    net = network(paths)
     net.create()
     if net.has_default_route():
         raise RuntimeError(f"namespace {net.netns} has a default route; refusing to start")
@@ -82,7 +82,7 @@ def _prepare_host(paths: Paths, log: Callable[[str], None]) -> dict[str, float]:
         sub.mkdir(parents=True, exist_ok=True)
     docroot = paths.run / "www"
     build_docroot(docroot, apt_repo, house, simple)
-    net = network()
+    net = network(paths)
     plan = Plan(str(base.path), base_ami_id(base.path.name.removeprefix("base-")), str(docroot),
                 net.netns, net.bridge, net.gateway)
     plan_file(paths).write_text(json.dumps(asdict(plan), indent=2))
@@ -91,8 +91,7 @@ def _prepare_host(paths: Paths, log: Callable[[str], None]) -> dict[str, float]:
 
 def _start_daemon(paths: Paths, net: Network) -> dict[str, Any]:
     paths.state_file.unlink(missing_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "XC_STANDIN_RUN": str(paths.run),
-           "XC_STANDIN_LIB": str(paths.lib), "XC_STANDIN_CACHE": str(paths.cache)}
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **paths.env()}
     with open(paths.daemon_log, "ab") as out:
         process = subprocess.Popen([*net.nsenter_prefix(), sys.executable, "-m", "tests.standin", "daemon"],
                                    cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
@@ -113,20 +112,20 @@ def stop(paths: Paths, log: Callable[[str], None] = print) -> None:
     """Idempotent: asks the daemon to clean up, then removes whatever is still there."""
     state = read_state(paths)
     if state is not None:
-        _stop_daemon(state)
+        _stop_daemon(paths, state)
     for pid_file in paths.instances.glob("*/nspawn.pid"):
         stop_process(int(pid_file.read_text() or 0), 20.0, None)
     for point in sorted(mounts_under(paths.lib), reverse=True):
         unmount(Path(point))
     shutil.rmtree(paths.lib, ignore_errors=True)
-    network().destroy()
+    network(paths).destroy()
     shutil.rmtree(paths.run, ignore_errors=True)
     log("stand-in stopped; nothing left" if not _leftovers(paths) else f"left over: {_leftovers(paths)}")
 
 
-def _stop_daemon(state: dict[str, Any]) -> None:
+def _stop_daemon(paths: Paths, state: dict[str, Any]) -> None:
     try:
-        in_namespace(lambda: control.call(state["control_port"], "shutdown", timeout=10))
+        in_namespace(paths, lambda: control.call(state["control_port"], "shutdown", timeout=10))
     except Exception:  # noqa: BLE001 - fall back to a signal
         os.kill(state["pid"], 15)
     deadline = time.monotonic() + 60
@@ -138,7 +137,7 @@ def _stop_daemon(state: dict[str, Any]) -> None:
 
 def _leftovers(paths: Paths) -> list[str]:
     found = [f"mount {m}" for m in mounts_under(paths.lib)]
-    found += [f"namespace {NETNS}"] if network().exists() else []
+    found += [f"namespace {paths.netns}"] if network(paths).exists() else []
     found += [f"dir {p}" for p in (paths.lib, paths.run) if p.exists()]
     return found
 
@@ -159,13 +158,13 @@ def run(paths: Paths, command: list[str]) -> None:
     env["PYTHONPATH"] = os.pathsep.join(kept)
     if not kept:
         del env["PYTHONPATH"]
-    argv = [*network().nsenter_prefix(), *command]
+    argv = [*network(paths).nsenter_prefix(), *command]
     os.execvpe(argv[0], argv, env)
 
 
 def config_path(paths: Paths) -> Path:
     if not paths.config_file.exists():
-        net = network()
+        net = network(paths)
         write_config(paths.config_file, net.gateway, f"http://{net.gateway}:{MIRROR_PORT}/")
     return paths.config_file
 
@@ -174,12 +173,12 @@ def status(paths: Paths) -> dict[str, Any]:
     state = read_state(paths)
     if state is None:
         return {"running": False}
-    return {"running": True, **state, **in_namespace(lambda: control.call(state["control_port"], "status"))}
+    return {"running": True, **state, **in_namespace(paths, lambda: control.call(state["control_port"], "status"))}
 
 
 def interrupt(paths: Paths, instance_id: str, seconds: float | None) -> Any:
     state = _require(paths)
-    return in_namespace(lambda: control.call(state["control_port"], "interrupt",
+    return in_namespace(paths, lambda: control.call(state["control_port"], "interrupt",
                                              {"instance_id": instance_id, "seconds": seconds}))
 
 
@@ -190,8 +189,8 @@ def set_faults(paths: Paths, changes: dict[str, Any]) -> Faults:
     return faults
 
 
-def in_namespace(action: Callable[[], Any]) -> Any:
-    previous = enter_netns(network().netns_path)
+def in_namespace(paths: Paths, action: Callable[[], Any]) -> Any:
+    previous = enter_netns(network(paths).netns_path)
     try:
         return action()
     finally:

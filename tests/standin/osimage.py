@@ -30,6 +30,11 @@ apt:
 locale: C.UTF-8
 """
 
+# apt and dpkg take fcntl (POSIX) locks, which flock(1) does not conflict with: hold them the same way.
+HOLD_LOCKS = ("import fcntl, os, time; p = '" + DPKG_LOCK_FILE + "'; n = float(open(p).read()); os.remove(p); "
+              "held = [open(f, 'w') for f in ('/var/lib/dpkg/lock-frontend', '/var/lib/dpkg/lock')]; "
+              "[fcntl.lockf(f, fcntl.LOCK_EX) for f in held]; time.sleep(n)")
+
 DPKG_LOCK_UNIT = f"""\
 [Unit]
 Description=Hold the dpkg lock at first boot, as apt-daily/unattended-upgrades do on Ubuntu
@@ -38,7 +43,7 @@ Before=ssh.service
 
 [Service]
 Type=simple
-ExecStart=/bin/sh -c 'n=$(cat {DPKG_LOCK_FILE}); rm -f {DPKG_LOCK_FILE}; exec flock /var/lib/dpkg/lock-frontend sleep "$n"'
+ExecStart=/usr/bin/python3 -c "{HOLD_LOCKS}"
 
 [Install]
 WantedBy=multi-user.target
@@ -86,6 +91,7 @@ def ensure_base(cache: Path, recipe: Recipe = Recipe(), log=print) -> BuildResul
                    stdout=subprocess.DEVNULL)
     customize(staging, recipe)
     staging.rename(target)
+    _prune(cache, keep=target)
     return BuildResult(target, True, time.monotonic() - started)
 
 
@@ -108,3 +114,12 @@ def customize(root: Path, recipe: Recipe) -> None:
         path.unlink()
     (root / "etc/machine-id").write_text("")
     (root / "var/lib/dbus/machine-id").unlink(missing_ok=True)
+
+
+def _prune(cache: Path, keep: Path) -> None:
+    """Trees of older recipes (and the apt repositories resolved against them) are not used again."""
+    for old in cache.glob("base-*"):
+        if old != keep:
+            shutil.rmtree(old, ignore_errors=True)
+    for old in cache.glob("apt-*"):
+        shutil.rmtree(old, ignore_errors=True)

@@ -6,8 +6,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-NETNS = "xcstandin"
-BRIDGE = "xcbr0"
 
 
 @dataclass(frozen=True)
@@ -15,13 +13,21 @@ class Paths:
     run: Path = Path("/run/xeoncluster-standin")
     lib: Path = Path("/var/lib/xeoncluster-standin")
     cache: Path = Path("/var/cache/xeoncluster-standin")
+    netns: str = "xcstandin"
+    bridge: str = "xcbr0"
 
     @classmethod
     def from_env(cls) -> "Paths":
         # Overridable so that a second stand-in (or a test) does not share the default dirs.
         env = os.environ.get
         return cls(Path(env("XC_STANDIN_RUN", str(cls.run))), Path(env("XC_STANDIN_LIB", str(cls.lib))),
-                   Path(env("XC_STANDIN_CACHE", str(cls.cache))))
+                   Path(env("XC_STANDIN_CACHE", str(cls.cache))), env("XC_STANDIN_NETNS", cls.netns),
+                   env("XC_STANDIN_BRIDGE", cls.bridge))
+
+    def env(self) -> dict[str, str]:
+        """The variables that make a child process see these same paths."""
+        return {"XC_STANDIN_RUN": str(self.run), "XC_STANDIN_LIB": str(self.lib), "XC_STANDIN_CACHE": str(self.cache),
+                "XC_STANDIN_NETNS": self.netns, "XC_STANDIN_BRIDGE": self.bridge}
 
     @property
     def state_file(self) -> Path:
@@ -46,7 +52,3 @@ class Paths:
     @property
     def layers(self) -> Path:
         return self.lib / "layers"
-
-    @property
-    def netns_file(self) -> Path:
-        return Path("/run/netns") / NETNS

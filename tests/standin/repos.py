@@ -96,6 +96,9 @@ def ensure_simple_index(cache: Path, house: Path) -> Path:
         staging = index.with_name(index.name + ".tmp")
         build_simple_index(house, staging)
         staging.rename(index)
+        for old in cache.glob("simple-*"):
+            if old != index:
+                shutil.rmtree(old, ignore_errors=True)
     return index
 
 
