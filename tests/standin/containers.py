@@ -54,7 +54,8 @@ class Container:
             # read-only: nspawn copies the container's /dev/console to its stdout without a tty.
             self.process = subprocess.Popen(
                 ["systemd-nspawn", "-b", "--keep-unit", "--register=no", f"--network-bridge={bridge}",
-                 "--console=read-only", "-D", str(self.merged), "--machine", self.name],
+                 # The seed's resolv.conf (the VPC resolver) stays; nspawn would copy the host's.
+                 "--resolv-conf=off", "--console=read-only", "-D", str(self.merged), "--machine", self.name],
                 stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
         self.pid_file.write_text(str(self.process.pid))
         return self.process.pid

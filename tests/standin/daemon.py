@@ -17,6 +17,7 @@ from typing import Any
 from . import control
 from .faults import FaultsFile
 from .images import ImageStore
+from .dns import serve_dns
 from .imds import serve_imds
 from .network import Network
 from .paths import Paths
@@ -74,12 +75,14 @@ def main(paths: Paths) -> None:
     images = ImageStore(paths.layers)
     for name in ("base", plan.base_ami):
         images.register(name, (Path(plan.base_tree),))
-    fleet = Fleet(plan.network, paths.instances, images, faults.read, MotoState(), log)
+    fleet = Fleet(plan.network, paths.instances, images, faults.read, MotoState(), log,
+                  f"http://{plan.gateway}:{MIRROR_PORT}/")
     Hooks(fleet, faults.read).install()
     seed_ubuntu_parameter(plan.base_ami)
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=MOTO_PORT, verbose=False)
     moto.start()
     threading.Thread(target=fleet.watch, daemon=True).start()
+    resolver = serve_dns(plan.network.dns, plan.network.vpc_cidr)
     servers = [serve_imds(plan.network.imds, fleet.by_address),
                serve_directory(plan.gateway, MIRROR_PORT, Path(plan.docroot))]
     stopping = threading.Event()
@@ -92,6 +95,7 @@ def main(paths: Paths) -> None:
     fleet.shutdown()
     for server in servers:
         server.shutdown()
+    resolver.close()
     moto.stop()
     shutil.rmtree(paths.lib, ignore_errors=True)
     log("stopped")

@@ -57,6 +57,7 @@ class Fleet:
     faults: Callable[[], Faults]
     moto: MotoView
     log: Callable[[str], None]
+    mirror_url: str
     nodes: dict[str, Node] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
     closing: threading.Event = field(default_factory=threading.Event, repr=False)
@@ -78,8 +79,9 @@ class Fleet:
         try:
             container.create_disk()
             write_seed(container.upper, Seed(launch.instance_id, launch.private_ip, self.net.prefixlen,
-                                             self.net.gateway, launch.public_ip, launch.public_key,
-                                             faults.dpkg_lock_seconds))
+                                             self.net.gateway, self.net.dns, launch.public_ip, launch.public_key,
+                                             faults.dpkg_lock_seconds,
+                                             self.mirror_url if faults.preseed_mirror else None))
             container.mount()
             if launch.public_ip:
                 self.net.route_public(launch.public_ip)

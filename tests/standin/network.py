@@ -19,6 +19,7 @@ class Network:
     gateway: str = "172.31.0.1"
     vpc_cidr: str = "172.31.0.0/16"
     imds: str = "169.254.169.254"
+    dns: str = "172.31.0.2"  # AmazonProvidedDNS: the VPC's base address + 2
 
     @property
     def prefixlen(self) -> int:
@@ -37,6 +38,7 @@ class Network:
         self.ip("link", "add", self.bridge, "type", "bridge")
         self.ip("addr", "add", f"{self.gateway}/{self.prefixlen}", "dev", self.bridge)
         self.ip("addr", "add", f"{self.imds}/32", "dev", self.bridge)
+        self.ip("addr", "add", f"{self.dns}/32", "dev", self.bridge)
         self.ip("link", "set", self.bridge, "up")
 
     def destroy(self) -> None:

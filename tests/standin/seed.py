@@ -19,9 +19,11 @@ class Seed:
     private_ip: str
     prefixlen: int
     gateway: str
+    nameserver: str
     public_ip: str | None
     public_key: str | None
     dpkg_lock_seconds: int = 0
+    mirror_url: str | None = None  # set: apt sources and pip.conf point at the stand-in's mirror
 
     @property
     def hostname(self) -> str:
@@ -58,6 +60,19 @@ def write_seed(root: Path, seed: Seed) -> None:
         lock = root / DPKG_LOCK_FILE.lstrip("/")
         lock.parent.mkdir(parents=True, exist_ok=True)
         lock.write_text(f"{seed.dpkg_lock_seconds}\n")
+    if seed.mirror_url:
+        write_mirror_config(root, seed.mirror_url)
     # A baked image carries its master's machine id; each instance gets its own at boot.
     (root / "etc").mkdir(exist_ok=True)
+    (root / "etc/resolv.conf").write_text(f"nameserver {seed.nameserver}\nsearch ec2.internal\n")
     (root / "etc/machine-id").write_text("")
+
+
+def write_mirror_config(root: Path, mirror_url: str) -> None:
+    host = mirror_url.split("//", 1)[1].split(":", 1)[0].split("/", 1)[0]
+    (root / "etc/apt").mkdir(parents=True, exist_ok=True)
+    (root / "etc/apt/sources.list").write_text(f"deb [trusted=yes] {mirror_url} ./\n")
+    (root / "etc/pip.conf").write_text(f"[global]\nindex-url = {mirror_url}simple/\ntrusted-host = {host}\n"
+                                        # Indexes the CLI adds (e.g. the PyTorch CPU index) cannot be
+                                        # reached: fail each at once instead of retrying 5 times.
+                                        "retries = 0\n")

@@ -209,6 +209,10 @@ def test_create_image_boots_with_new_host_keys_and_the_baked_files(standin: Any,
     assert real_host_key(clone) != real_host_key(node)
     assert real_host_key(clone) in console_keys(clone.id)
     assert clone.ssh("hostname").strip() == "ip-" + clone.private_ip.replace(".", "-")
+    # The VPC resolver names the other instance, as Amazon's DNS does (Intel MPI relies on it).
+    master_name = "ip-" + node.private_ip.replace(".", "-")
+    assert clone.ssh(f"getent hosts {master_name}").split()[0] == node.private_ip
+    assert clone.ssh("getent hosts download.pytorch.org || echo unresolved").strip() == "unresolved"
 
     assert terminate_and_wait(clone.id)["State"]["Name"] == "terminated"
     assert_container_gone(standin, clone.id)
