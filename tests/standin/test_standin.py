@@ -55,6 +55,8 @@ class Node:
     def ssh(self, command: str, check: bool = True, timeout: float = 300) -> str:
         out = subprocess.run(["ssh", "-i", str(self.key), "-o", "StrictHostKeyChecking=no", "-o", "BatchMode=yes",
                               "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=5",
+                              # A container that goes away sends no RST: notice it instead of hanging.
+                              "-o", "ServerAliveInterval=2", "-o", "ServerAliveCountMax=5",
                               f"ubuntu@{self.public_ip or self.private_ip}", command],
                              capture_output=True, text=True, timeout=timeout)
         if check and out.returncode != 0:
@@ -269,7 +271,7 @@ def test_dpkg_lock_and_security_group_dependency(standin: Any, key_pair: Any) ->
 # -- 6. spot interruption --------------------------------------------------------------------------
 def test_interrupt_gives_a_notice_then_terminates(standin: Any, key_pair: Any) -> None:
     spot = launch(key_pair, spot=True)
-    notice = json.loads(standin.script("interrupt", spot.id, "4").stdout)
+    notice = json.loads(standin.script("interrupt", spot.id, "10").stdout)
     assert notice["action"] == "terminate"
     reply = json.loads(spot.ssh(f"python3 -c '{IMDS_SCRIPT}'"))
     assert reply["action"][0] == 200 and json.loads(reply["action"][1])["action"] == "terminate"
