@@ -39,7 +39,9 @@ class Seed:
                 "sudo": ["ALL=(ALL) NOPASSWD:ALL"], "lock_passwd": True}},
             "users": ["default"],
             "ssh_authorized_keys": [self.public_key] if self.public_key else [],
-            "manage_etc_hosts": True,
+            # Not manage_etc_hosts: Debian's template maps the hostname to 127.0.1.1, and gloo then
+            # advertises that address to the other ranks. As on EC2, the VPC resolver answers it.
+            "manage_etc_hosts": False,
         }
         return "#cloud-config\n" + yaml.safe_dump(config, sort_keys=False)
 

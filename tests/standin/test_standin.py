@@ -157,8 +157,10 @@ def node(standin: Any, key_pair: Any) -> Iterator[Node]:
 
 # -- 1. boot, SSH as ubuntu, console host keys --------------------------------------------------------
 def test_instance_boots_with_ssh_sudo_and_console_host_keys(node: Node) -> None:
-    node.ssh("sudo -n true")
+    assert "unable to resolve" not in node.ssh("sudo -n true 2>&1")
     assert node.ssh("id -un").strip() == "ubuntu"
+    # The hostname resolves to the private address (not 127.0.1.1): other ranks connect to it.
+    assert node.ssh("getent hosts $(hostname)").split()[0] == node.private_ip
     addresses = node.ssh("ip -4 -o addr show host0")
     assert f" {node.private_ip}/16 " in addresses
     assert node.public_ip and f" {node.public_ip}/32 " in addresses
