@@ -3,7 +3,6 @@ systemd-nspawn on the stand-in's bridge, its console captured to a file."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import time
@@ -81,10 +80,20 @@ class Container:
     def unmount(self) -> None:
         unmount(self.merged)
 
-    def remove(self) -> None:
+    def halt(self) -> None:
+        """Stop and unmount; the disk stays (as an EBS volume outlives its instance for a moment)."""
         self.stop()
         self.unmount()
-        shutil.rmtree(self.root, ignore_errors=True)
+
+    def remove(self) -> None:
+        self.halt()
+        remove_tree(self.root)
+
+
+def remove_tree(path: Path) -> None:
+    # rm is about twice as fast as shutil.rmtree on a venv's tens of thousands of files; never
+    # cross into a mount (an overlay that failed to unmount).
+    subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], check=False)
 
 
 def stop_process(pid: int, timeout: float, process: subprocess.Popen | None) -> None:

@@ -5,18 +5,18 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import signal
 import sys
 import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import control
 from .faults import FaultsFile
 from .images import ImageStore
+from .containers import remove_tree
 from .dns import serve_dns
 from .imds import serve_imds
 from .network import Network
@@ -91,14 +91,16 @@ def main(paths: Paths) -> None:
     _write_ready(paths, plan)
     log(f"ready: moto on 127.0.0.1:{MOTO_PORT}, mirror on {plan.gateway}:{MIRROR_PORT}")
     stopping.wait()
+    started = time.monotonic()
     log("shutting down: stopping containers")
     fleet.shutdown()
+    log(f"containers removed in {time.monotonic() - started:.1f} s")
     for server in servers:
         server.shutdown()
     resolver.close()
     moto.stop()
-    shutil.rmtree(paths.lib, ignore_errors=True)
-    log("stopped")
+    remove_tree(paths.lib)
+    log(f"stopped in {time.monotonic() - started:.1f} s")
 
 
 def _routes(fleet: Any, faults: FaultsFile, stopping: threading.Event) -> dict[str, control.Handler]:
@@ -122,7 +124,7 @@ def _write_ready(paths: Paths, plan: Plan) -> None:
     os.replace(tmp, paths.state_file)
 
 
-def _logger():
+def _logger() -> Callable[[str], None]:
     def log(message: str) -> None:
         print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
     return log

@@ -11,19 +11,21 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
-from .containers import Container
+from .containers import Container, remove_tree
 from .faults import Faults
 from .images import ImageStore
 from .network import Network
 from .seed import Seed, write_seed
 
 SPOT_TERMINATION = ("Server.SpotInstanceTermination", "Server.SpotInstanceTermination: Spot instance termination")
-CRASHED = ("Server.InternalError", "Server.InternalError: the instance's container stopped unexpectedly")
+CRASHED = ("Server.InternalError", "Server.InternalError: the instance's container did not boot")
+SHUTDOWN = ("Client.InstanceInitiatedShutdown", "Client.InstanceInitiatedShutdown: Instance initiated shutdown")
 
 
 class MotoView(Protocol):
     def set_state(self, instance: Any, name: str) -> None: ...
     def set_terminated(self, instance: Any, reason: tuple[str, str] | None) -> None: ...
+    def set_stopped(self, instance: Any, reason: tuple[str, str]) -> None: ...
     def set_image_state(self, ami: Any, name: str) -> None: ...
 
 
@@ -44,7 +46,7 @@ class Launch:
 class Node:
     launch: Launch
     container: Container
-    state: str = "pending"          # pending, running, shutting-down, gone
+    state: str = "pending"          # pending, running, shutting-down, stopped, gone
     notice: dict[str, str] | None = None
     boot_started: float | None = None
 
@@ -76,6 +78,8 @@ class Fleet:
         faults = self.faults()
         self._sleep(faults.scaled(faults.boot_seconds))
         launch, container = node.launch, node.container
+        if node.state != "pending":
+            return  # terminated while pending
         try:
             container.create_disk()
             write_seed(container.upper, Seed(launch.instance_id, launch.private_ip, self.net.prefixlen,
@@ -94,7 +98,8 @@ class Fleet:
             self.log(f"{launch.instance_id}: booting at {launch.private_ip} from {launch.image_id}")
         except Exception as exc:  # noqa: BLE001 - reported through moto, like a failed EC2 launch
             self.log(f"{launch.instance_id}: boot failed: {exc}")
-            self._finish(node, CRASHED)
+            if node.state == "pending":  # else a termination raced the boot and cleans up itself
+                self._finish(node, CRASHED)
 
     # -- terminate ------------------------------------------------------------------------------
     def terminating(self, instance_ids: list[str]) -> None:
@@ -110,17 +115,25 @@ class Fleet:
     def _finish(self, node: Node, reason: tuple[str, str] | None) -> None:
         with self.lock:
             node.state = "shutting-down"
-        self._teardown(node)
+        started = time.monotonic()
+        self._halt(node)
         with self.lock:
             node.state = "gone"
         self.moto.set_terminated(node.launch.instance, reason)
+        halted = time.monotonic()
+        remove_tree(node.container.root)
         self.images.collect(self.chains_in_use())
-        self.log(f"{node.launch.instance_id}: terminated" + (f" ({reason[0]})" if reason else ""))
+        self.log(f"{node.launch.instance_id}: terminated" + (f" ({reason[0]})" if reason else "")
+                 + f"; container stopped in {halted - started:.1f} s, disk removed in {time.monotonic() - halted:.1f} s")
 
-    def _teardown(self, node: Node) -> None:
-        node.container.remove()
+    def _halt(self, node: Node) -> None:
+        node.container.halt()
         if node.launch.public_ip:
             self.net.unroute_public(node.launch.public_ip)
+
+    def _teardown(self, node: Node) -> None:
+        self._halt(node)
+        remove_tree(node.container.root)
 
     def shutting_down_groups(self) -> set[str]:
         with self.lock:
@@ -197,7 +210,16 @@ class Fleet:
                     node.state = "shutting-down"
             for node in dead:
                 self.log(f"{node.launch.instance_id}: container exited by itself")
-                self._spawn(self._finish, node, CRASHED)
+                self._spawn(self._ended, node)
+
+    def _ended(self, node: Node) -> None:
+        """Shut down from inside (poweroff, crash): InstanceInitiatedShutdownBehavior decides."""
+        if node.launch.shutdown_behavior == "terminate":
+            return self._finish(node, SHUTDOWN)
+        self._halt(node)  # the disk stays until TerminateInstances or `stop`
+        with self.lock:
+            node.state = "stopped"
+        self.moto.set_stopped(node.launch.instance, SHUTDOWN)
 
     def shutdown(self) -> None:
         self.closing.set()

@@ -2,11 +2,12 @@
 (a copy of the instance's upper layer). An AMI id maps to its chain, topmost layer first."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .containers import remove_tree
 
 
 @dataclass
@@ -55,5 +56,5 @@ class ImageStore:
                 self.chains.pop(ami, None)
                 self.deregistered.discard(ami)
         for path in removed:
-            shutil.rmtree(path, ignore_errors=True)
+            remove_tree(path)
         return removed

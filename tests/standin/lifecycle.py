@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 from . import control
 from .clusterconfig import write_config
-from .containers import mounts_under, stop_process, unmount
-from .daemon import CONTROL_PORT, MIRROR_PORT, MOTO_PORT, Plan, plan_file
+from .containers import mounts_under, remove_tree, stop_process, unmount
+from .daemon import MIRROR_PORT, Plan, plan_file
 from .faults import Faults, FaultsFile
 from .moto_hooks import base_ami_id
 from .network import Network, enter_netns, return_to
@@ -117,7 +117,7 @@ def stop(paths: Paths, log: Callable[[str], None] = print) -> None:
         stop_process(int(pid_file.read_text() or 0), 20.0, None)
     for point in sorted(mounts_under(paths.lib), reverse=True):
         unmount(Path(point))
-    shutil.rmtree(paths.lib, ignore_errors=True)
+    remove_tree(paths.lib)
     network(paths).destroy()
     shutil.rmtree(paths.run, ignore_errors=True)
     log("stand-in stopped; nothing left" if not _leftovers(paths) else f"left over: {_leftovers(paths)}")

@@ -78,6 +78,14 @@ class MotoState:
         instance._reason = f"{message} ({datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} GMT)"
         instance.state_reason = StateReason(message, code)
 
+    def set_stopped(self, instance: Any, reason: tuple[str, str]) -> None:
+        from moto.ec2.models.instances import StateReason
+
+        instance.stop()
+        code, message = reason
+        instance._reason = f"{message} ({datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} GMT)"
+        instance.state_reason = StateReason(message, code)
+
     def set_image_state(self, ami: Any, name: str) -> None:
         ami.state = name
 

@@ -9,6 +9,7 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
 
 PACKAGES = (
     "systemd", "systemd-sysv", "dbus", "openssh-server", "sudo", "python3", "python3-venv",
@@ -77,7 +78,7 @@ def base_tree(cache: Path, recipe: Recipe = Recipe()) -> Path:
     return cache / f"base-{recipe.digest()}"
 
 
-def ensure_base(cache: Path, recipe: Recipe = Recipe(), log=print) -> BuildResult:
+def ensure_base(cache: Path, recipe: Recipe = Recipe(), log: Callable[[str], None] = print) -> BuildResult:
     target = base_tree(cache, recipe)
     if (target / "etc/os-release").exists():
         return BuildResult(target, False, 0.0)

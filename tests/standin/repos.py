@@ -10,7 +10,6 @@ import re
 import shutil
 import subprocess
 import threading
-from dataclasses import dataclass
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path

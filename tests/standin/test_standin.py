@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 import boto3
 import pytest
+import yaml
 from botocore.exceptions import ClientError
 
 from provisioner.providers.aws_instances import parse_host_keys
@@ -141,6 +142,9 @@ def terminate_and_wait(instance_id: str) -> dict[str, Any]:
 
 def assert_container_gone(standin: Any, instance_id: str) -> None:
     disk = standin.paths.instances / instance_id
+    deadline = time.monotonic() + 30  # like EBS, the disk goes just after the instance
+    while disk.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert not disk.exists(), f"disk {disk} left"
     assert mounts_under(disk) == []
     nspawn = subprocess.run(["pgrep", "-a", "systemd-nspawn"], capture_output=True, text=True).stdout
@@ -153,6 +157,17 @@ def node(standin: Any, key_pair: Any) -> Iterator[Node]:
     launched = launch(key_pair, spot=True)
     standin.timings["run_instances to ssh login"] = time.monotonic() - started
     yield launched
+
+
+# -- 0. the commands ------------------------------------------------------------------------------
+def test_start_twice_is_safe_and_config_points_at_the_standin(standin: Any) -> None:
+    assert "already running" in standin.script("start").stdout
+    config = yaml.safe_load(Path(standin.script("config").stdout.strip()).read_text())
+    assert config["provider"] == "aws" and config["ssh"]["cidr"] == "172.31.0.1/32"
+    assert config["apt"]["sources"] == [f"deb [trusted=yes] {MIRROR} ./"]
+    assert config["pip"]["index_url"] == f"{MIRROR}simple/"
+    probe = standin.script("run", "--", "sh", "-c", "echo $AWS_ENDPOINT_URL $AWS_REGION; ip route show default")
+    assert probe.stdout.strip() == "http://127.0.0.1:5000 us-east-1"  # and no default route
 
 
 # -- 1. boot, SSH as ubuntu, console host keys --------------------------------------------------------
@@ -273,13 +288,36 @@ def test_dpkg_lock_and_security_group_dependency(standin: Any, key_pair: Any) ->
 # -- 6. spot interruption --------------------------------------------------------------------------
 def test_interrupt_gives_a_notice_then_terminates(standin: Any, key_pair: Any) -> None:
     spot = launch(key_pair, spot=True)
-    notice = json.loads(standin.script("interrupt", spot.id, "10").stdout)
+    _image_not_found_right_after_create_image(standin, spot)
+    notice = json.loads(standin.script("interrupt", spot.id, "20").stdout)
     assert notice["action"] == "terminate"
     reply = json.loads(spot.ssh(f"python3 -c '{IMDS_SCRIPT}'"))
     assert reply["action"][0] == 200 and json.loads(reply["action"][1])["action"] == "terminate"
     ec2().get_waiter("instance_terminated").wait(InstanceIds=[spot.id], WaiterConfig={"Delay": 1, "MaxAttempts": 60})
     assert describe(spot.id)["StateReason"]["Code"] == "Server.SpotInstanceTermination"
     assert_container_gone(standin, spot.id)
+
+
+def _image_not_found_right_after_create_image(standin: Any, node: Node) -> None:
+    client = ec2()
+    standin.script("faults", "ami_not_found_seconds=3")
+    try:
+        image_id = client.create_image(InstanceId=node.id, Name="standin-notfound", NoReboot=True)["ImageId"]
+        with pytest.raises(ClientError, match="InvalidAMIID.NotFound"):
+            client.describe_images(ImageIds=[image_id])
+        client.get_waiter("image_exists").wait(ImageIds=[image_id], WaiterConfig={"Delay": 1, "MaxAttempts": 30})
+    finally:
+        standin.script("faults", "ami_not_found_seconds=0")
+    client.get_waiter("image_available").wait(ImageIds=[image_id], WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+    client.deregister_image(ImageId=image_id)
+
+
+def test_shutdown_from_inside_follows_the_shutdown_behaviour(standin: Any, key_pair: Any) -> None:
+    inside = launch(key_pair, public=False)  # launched with InstanceInitiatedShutdownBehavior=terminate
+    inside.ssh("sudo systemctl poweroff --no-block", check=False)
+    ec2().get_waiter("instance_terminated").wait(InstanceIds=[inside.id], WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+    assert describe(inside.id)["StateReason"]["Code"] == "Client.InstanceInitiatedShutdown"
+    assert_container_gone(standin, inside.id)
 
 
 # -- 7. terminate and stop -------------------------------------------------------------------------
