@@ -49,6 +49,9 @@ class Node:
     state: str = "pending"          # pending, running, shutting-down, stopped, gone
     notice: dict[str, str] | None = None
     boot_started: float | None = None
+    # Held while an image copies the disk: like an EBS snapshot, it completes even if the
+    # instance is terminated meanwhile (the disk is deleted only afterwards).
+    disk_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
 @dataclass
@@ -121,7 +124,8 @@ class Fleet:
             node.state = "gone"
         self.moto.set_terminated(node.launch.instance, reason)
         halted = time.monotonic()
-        remove_tree(node.container.root)
+        with node.disk_lock:
+            remove_tree(node.container.root)
         self.images.collect(self.chains_in_use())
         self.log(f"{node.launch.instance_id}: terminated" + (f" ({reason[0]})" if reason else "")
                  + f"; container stopped in {halted - started:.1f} s, disk removed in {time.monotonic() - halted:.1f} s")
@@ -133,7 +137,8 @@ class Fleet:
 
     def _teardown(self, node: Node) -> None:
         self._halt(node)
-        remove_tree(node.container.root)
+        with node.disk_lock:
+            remove_tree(node.container.root)
 
     def shutting_down_groups(self) -> set[str]:
         with self.lock:
@@ -160,6 +165,7 @@ class Fleet:
     def bake(self, ami: Any, instance_id: str) -> None:
         node = self._node(instance_id)
         self.moto.set_image_state(ami, "pending")
+        node.disk_lock.acquire()  # now, so that a TerminateInstances right after waits for the copy
         self._spawn(self._bake, ami, node, time.monotonic())
 
     def _bake(self, ami: Any, node: Node, started: float) -> None:
@@ -169,6 +175,9 @@ class Fleet:
             self.log(f"{ami.id}: snapshot of {node.launch.instance_id} failed: {exc}")
             self.moto.set_image_state(ami, "failed")
             return
+        finally:
+            node.disk_lock.release()
+        self.images.collect(self.chains_in_use())  # deregistered while it was being copied
         took = time.monotonic() - started
         faults = self.faults()
         self._sleep(faults.scaled(faults.ami_seconds) - took)

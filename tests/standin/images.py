@@ -40,21 +40,19 @@ class ImageStore:
         return chain
 
     def deregister(self, ami_id: str) -> None:
+        # Kept even while the image is still being copied: its layer goes once the copy is done.
         with self.lock:
-            if ami_id in self.chains:
-                self.deregistered.add(ami_id)
+            self.deregistered.add(ami_id)
 
     def collect(self, in_use: list[tuple[Path, ...]]) -> list[Path]:
         """Remove the layers of deregistered images that no live instance or image still uses."""
         with self.lock:
-            kept = {p for ami, chain in self.chains.items() if ami not in self.deregistered for p in chain}
-            kept |= {p for chain in in_use for p in chain}
-            removable = [self.layers_dir / ami for ami in self.deregistered]
-            removed = [p for p in removable if p not in kept and p.exists()]
-            for ami in [a for a in self.deregistered if self.layers_dir / a in removed or
-                        not (self.layers_dir / a).exists()]:
-                self.chains.pop(ami, None)
-                self.deregistered.discard(ami)
+            live = [chain for ami, chain in self.chains.items() if ami not in self.deregistered]
+            kept = {p for chain in live + in_use for p in chain}
+            removed = [self.layers_dir / ami for ami in self.deregistered
+                       if (self.layers_dir / ami).exists() and self.layers_dir / ami not in kept]
+            for path in removed:
+                self.chains.pop(path.name, None)
         for path in removed:
             remove_tree(path)
         return removed
