@@ -9,4 +9,5 @@
 #   aws-standin.sh status | stop
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
-PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" exec "${PYTHON:-python3}" -m tests.standin "$@"
+# -P: a `tests` package in the current directory (another checkout) must not shadow this one.
+PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" exec "${PYTHON:-python3}" -P -m tests.standin "$@"
