@@ -1,0 +1,73 @@
+"""python -m tests.standin start|stop|run|config|status|interrupt|faults (and `daemon`, internal)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from . import lifecycle
+from .faults import Faults, parse_assignment
+from .paths import Paths
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="aws-standin", description="EC2 stand-in: moto + booted nspawn containers")
+    sub = p.add_subparsers(dest="command", required=True)
+    start = sub.add_parser("start", help="start everything (safe to run twice)")
+    start.add_argument("--scale", type=float, help="latency scale factor (boot 20 s and AMI 120 s are divided by it)")
+    start.add_argument("--faults", help="fault knobs as JSON, e.g. '{\"dpkg_lock_seconds\": 30}'")
+    sub.add_parser("stop", help="remove everything (idempotent)")
+    run = sub.add_parser("run", help="run CMD in the stand-in's namespace with the AWS endpoint set")
+    run.add_argument("cmd", nargs=argparse.REMAINDER)
+    sub.add_parser("config", help="print the path of a cluster.yaml for the stand-in")
+    sub.add_parser("status", help="show the daemon, instances and fault knobs as JSON")
+    interrupt = sub.add_parser("interrupt", help="spot interruption: notice now, terminated after SECONDS")
+    interrupt.add_argument("instance_id")
+    interrupt.add_argument("seconds", nargs="?", type=float)
+    faults = sub.add_parser("faults", help="show or set fault knobs: KEY=VALUE ... (VALUE as JSON)")
+    faults.add_argument("assignments", nargs="*")
+    sub.add_parser("daemon", help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    paths = Paths.from_env()
+    if args.command == "daemon":
+        from .daemon import main as daemon_main
+        daemon_main(paths)
+    elif args.command == "start":
+        lifecycle.start(paths, _initial_faults(args))
+    elif args.command == "stop":
+        lifecycle.stop(paths)
+    elif args.command == "run":
+        cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+        if not cmd:
+            raise SystemExit("usage: aws-standin run -- CMD ...")
+        lifecycle.run(paths, cmd)
+    elif args.command == "config":
+        print(lifecycle.config_path(paths))
+    elif args.command == "status":
+        _print(lifecycle.status(paths))
+    elif args.command == "interrupt":
+        _print(lifecycle.interrupt(paths, args.instance_id, args.seconds))
+    elif args.command == "faults":
+        _print(lifecycle.set_faults(paths, dict(parse_assignment(a) for a in args.assignments)).__dict__)
+    return 0
+
+
+def _initial_faults(args: argparse.Namespace) -> Faults:
+    data: dict[str, Any] = json.loads(args.faults) if args.faults else {}
+    if args.scale is not None:
+        data["scale"] = args.scale
+    return Faults.from_dict(data)
+
+
+def _print(value: Any) -> None:
+    json.dump(value, sys.stdout, indent=2, default=str)
+    print()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+"""The stand-in's long-running process, started inside its network namespace by `start`:
+moto on loopback, the fleet of containers, IMDS, the package mirror and the control endpoint."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from . import control
+from .faults import FaultsFile
+from .images import ImageStore
+from .containers import remove_tree
+from .dns import serve_dns
+from .imds import serve_imds
+from .network import Network
+from .paths import Paths
+from .repos import serve_directory
+
+MOTO_PORT = 5000
+CONTROL_PORT = 5001
+MIRROR_PORT = 8080
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What `start` prepared on the host for the daemon (written as JSON to the run dir)."""
+    base_tree: str
+    base_ami: str
+    docroot: str
+    netns: str
+    bridge: str
+    gateway: str
+
+    @property
+    def network(self) -> Network:
+        return Network(self.netns, self.bridge, self.gateway)
+
+
+@dataclass(frozen=True)
+class Ready:
+    """state.json: how the other commands find the running daemon."""
+    pid: int
+    moto_url: str
+    control_port: int
+    mirror_url: str
+    gateway: str
+    netns: str
+    bridge: str
+    base_ami: str
+
+
+def plan_file(paths: Paths) -> Path:
+    return paths.run / "plan.json"
+
+
+def main(paths: Paths) -> None:
+    plan = Plan(**json.loads(plan_file(paths).read_text()))
+    log = _logger()
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per API call otherwise
+    from .moto_hooks import use_only_base_ami
+    use_only_base_ami(paths.run, plan.base_ami)  # before moto is imported
+    from moto.server import ThreadedMotoServer
+
+    from .fleet import Fleet
+    from .moto_hooks import Hooks, MotoState, seed_ubuntu_parameter
+
+    faults = FaultsFile(paths.faults_file)
+    images = ImageStore(paths.layers)
+    for name in ("base", plan.base_ami):
+        images.register(name, (Path(plan.base_tree),))
+    fleet = Fleet(plan.network, paths.instances, images, faults.read, MotoState(), log,
+                  f"http://{plan.gateway}:{MIRROR_PORT}/")
+    Hooks(fleet, faults.read).install()
+    seed_ubuntu_parameter(plan.base_ami)
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=MOTO_PORT, verbose=False)
+    moto.start()
+    threading.Thread(target=fleet.watch, daemon=True).start()
+    resolver = serve_dns(plan.network.dns, plan.network.vpc_cidr)
+    servers = [serve_imds(plan.network.imds, fleet.by_address),
+               serve_directory(plan.gateway, MIRROR_PORT, Path(plan.docroot))]
+    stopping = threading.Event()
+    servers.append(control.serve_control(CONTROL_PORT, _routes(fleet, faults, stopping)))
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    _write_ready(paths, plan)
+    log(f"ready: moto on 127.0.0.1:{MOTO_PORT}, mirror on {plan.gateway}:{MIRROR_PORT}")
+    stopping.wait()
+    started = time.monotonic()
+    log("shutting down: stopping containers")
+    fleet.shutdown()
+    log(f"containers removed in {time.monotonic() - started:.1f} s")
+    for server in servers:
+        server.shutdown()
+    resolver.close()
+    moto.stop()
+    remove_tree(paths.lib)
+    log(f"stopped in {time.monotonic() - started:.1f} s")
+
+
+def _routes(fleet: Any, faults: FaultsFile, stopping: threading.Event) -> dict[str, control.Handler]:
+    def interrupt(body: dict[str, Any]) -> Any:
+        seconds = body.get("seconds")
+        return fleet.interrupt(body["instance_id"], None if seconds is None else float(seconds))
+
+    def shutdown(body: dict[str, Any]) -> Any:
+        stopping.set()
+        return {"stopping": True}
+
+    return {"status": lambda body: {"instances": fleet.summary(), "faults": asdict(faults.read())},
+            "interrupt": interrupt, "shutdown": shutdown}
+
+
+def _write_ready(paths: Paths, plan: Plan) -> None:
+    ready = Ready(os.getpid(), f"http://127.0.0.1:{MOTO_PORT}", CONTROL_PORT,
+                  f"http://{plan.gateway}:{MIRROR_PORT}/", plan.gateway, plan.netns, plan.bridge, plan.base_ami)
+    tmp = paths.state_file.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(ready), indent=2))
+    os.replace(tmp, paths.state_file)
+
+
+def _logger() -> Callable[[str], None]:
+    def log(message: str) -> None:
+        print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
+    return log
