@@ -1,13 +1,17 @@
 """Rendering results for people: tables and summaries on stdout. Formatting only; nothing runs here."""
 from __future__ import annotations
 
+import atexit
 import json
+import re
 import shlex
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 
 from .image import ImageAction
@@ -150,12 +154,91 @@ def launch_plan(plan: "LaunchPlan") -> None:
     sys.stdout.write(plan.command() + "\n")
 
 
-def echo_line(line: str) -> None:
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
+# Rank 0's progress line (training/progress.py); a single-rank run has no `[0] ` label.
+STEP_LINE = re.compile(r"^(?:\[0\] )?step (\d+)/(\d+)\s")
+_FIELD = re.compile(r"\b(loss|epoch|eta) (\S+)|(\S+) samples/s")
+
+
+@dataclass(frozen=True)
+class StepLine:
+    step: int
+    total: int
+    loss: str = "?"
+    epoch: str = "?"
+    speed: str = "?"
+    eta: str = "?"
+
+
+def parse_step_line(line: str) -> StepLine | None:
+    match = STEP_LINE.match(line)
+    if match is None:
+        return None
+    fields = {}
+    for found in _FIELD.finditer(line[match.end():]):
+        name, value, speed = found.groups()
+        fields.update({name: value} if name else {"speed": speed})
+    return StepLine(int(match.group(1)), int(match.group(2)), **fields)
+
+
+def _training_progress(stream: TextIO) -> Progress:
+    return Progress(
+        TextColumn("train"), BarColumn(), TextColumn("step {task.completed:.0f}/{task.total:.0f}"),
+        TextColumn("epoch {task.fields[epoch]}"), TextColumn("loss {task.fields[loss]}"),
+        TextColumn("{task.fields[speed]} samples/s"), TextColumn("eta {task.fields[eta]}"),
+        console=Console(file=stream, highlight=False), auto_refresh=True)
+
+
+class TrainingLines:
+    """The sink for a training run's lines. On a terminal, rank 0's `step N/M` lines drive one live
+    progress bar and every other line prints above it; otherwise every line is printed as it comes."""
+
+    def __init__(self, stream: TextIO | None = None, live: bool | None = None) -> None:
+        self._stream = stream
+        self._live = live
+        self._lock = threading.Lock()
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+
+    @property
+    def stream(self) -> TextIO:
+        return self._stream or sys.stdout
+
+    def __call__(self, line: str) -> None:
+        with self._lock:
+            live = self.stream.isatty() if self._live is None else self._live
+            step = parse_step_line(line) if live else None
+            if step is not None:
+                self._show(step)
+            elif self._progress is not None:
+                self._progress.console.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
+            else:
+                self.stream.write(line + "\n")
+                self.stream.flush()
+
+    def _show(self, step: StepLine) -> None:
+        if self._progress is None:
+            self._progress = _training_progress(self.stream)
+            self._task = self._progress.add_task("train", total=step.total, epoch="", loss="", speed="", eta="")
+            self._progress.start()
+            atexit.register(self.close)
+        assert self._task is not None
+        self._progress.update(self._task, completed=step.step, total=step.total, epoch=step.epoch,
+                              loss=step.loss, speed=step.speed, eta=step.eta)
+
+    def close(self) -> None:
+        """Stop the bar (it stays on screen as drawn last); later lines print plainly."""
+        with self._lock:
+            if self._progress is not None:
+                self._progress.stop()
+                self._progress = None
+                self._task = None
+
+
+echo_line = TrainingLines()
 
 
 def training_result(outcome: "TrainOutcome") -> None:
+    echo_line.close()
     console = _console()
     metrics = outcome.metrics or {}
     keys = [k for k in ("exact_match", "f1", "accuracy") if metrics.get(k) is not None]
@@ -170,5 +253,7 @@ def training_result(outcome: "TrainOutcome") -> None:
         console.print(f"throughput: {speed:.1f} samples/s on {metrics.get('world_size')} rank(s), "
                       f"{metrics.get('threads_per_rank')} thread(s) each, {metrics.get('precision')}")
     console.print(f"metrics: {outcome.metrics_path}")
+    if outcome.results:
+        console.print(f"results: {', '.join(p.name for p in outcome.results)} in {outcome.results[0].parent}")
     if outcome.model_dir:
         console.print(f"model: {outcome.model_dir}")

@@ -11,7 +11,9 @@ from .config import RunConfig
 from .glue_data import GlueTask, get_task, load_glue
 from .glue_metrics import glue_scores
 from .sources import load_from_hub
+from .predictions import glue_records
 from .sampling import cap
+from .tasks import Evaluation
 
 
 def _tokenize(
@@ -62,10 +64,19 @@ class GlueTaskRunner:
             lambda: AutoModelForSequenceClassification.from_pretrained(model, num_labels=num_labels),
         )
 
-    def evaluate(self, trainer: Any, raw: Any, features: Any) -> dict[str, float] | None:
+    def eval_dataset(self, features: Any) -> Any | None:
+        return features["validation"] if "validation" in features else None
+
+    def evaluate(self, trainer: Any, raw: Any, features: Any) -> Evaluation | None:
         if "validation" not in features:
             return None
         output = trainer.predict(features["validation"])
         logits = output.predictions[0] if isinstance(output.predictions, tuple) else output.predictions
         predictions = np.argmax(logits, axis=-1).tolist()
-        return glue_scores(output.label_ids.tolist(), predictions, self.task.num_labels)
+        gold = output.label_ids.tolist()
+        texts = raw["validation"].select_columns(list(self.task.text_columns)).to_list()
+        return Evaluation(
+            scores=glue_scores(gold, predictions, self.task.num_labels),
+            loss=output.metrics.get("test_loss"),
+            files={"predictions.json": glue_records(texts, predictions, gold)},
+        )

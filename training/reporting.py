@@ -28,6 +28,12 @@ def loss_history(log_history: list[dict[str, Any]]) -> list[dict[str, float]]:
     return [{"step": e["step"], "loss": e["loss"]} for e in log_history if "loss" in e and "step" in e]
 
 
+def eval_loss_history(log_history: list[dict[str, Any]]) -> list[dict[str, float]]:
+    return [
+        {"step": e["step"], "eval_loss": e["eval_loss"]} for e in log_history if "eval_loss" in e and "step" in e
+    ]
+
+
 def seconds_per_epoch(runtime: float, epoch: float, global_step: int, resumed_step: int) -> float | None:
     """Runtime covers only this invocation; scale by the share of epochs it trained."""
     if global_step <= 0 or epoch <= 0:

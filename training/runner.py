@@ -16,10 +16,12 @@ from .errors import TrainingError
 from .features_cache import cache_path, load_or_build, tokenizer_fingerprint
 from .interruption import EXIT_INTERRUPTED, NoticeWatcher, StepMarker, StopOnNotice, WatchSettings, own_address
 from .precision import cpu_flags_text, has_native_bf16, resolve_precision
-from .reporting import RunFacts, loss_history, seconds_per_epoch, write_metrics
+from .loss_curve import curve_from_history, write_loss_png
+from .predictions import write_files
+from .reporting import RunFacts, eval_loss_history, loss_history, seconds_per_epoch, write_metrics
 from .sources import check_local_files, load_from_hub, resolve_model
 from .stack import StackError, StackPlan, installed_versions, plan_stack
-from .tasks import Task, make_task
+from .tasks import Evaluation, Task, make_task
 
 
 def _say(info: distributed.DistInfo, message: str, *, every_rank: bool = False) -> None:
@@ -116,12 +118,13 @@ def _train(
 
     from .trainer_setup import make_trainer, training_arguments
 
-    args = training_arguments(config, plan, precision)
+    args = training_arguments(config, plan, precision, has_eval="validation" in raw)
     set_seed(config.seed)
     tokenizer = load_from_hub("model", config.model, lambda: AutoTokenizer.from_pretrained(config.model))
     model = task.load_model(config.model)
     features = _features(config, args, task, raw, tokenizer, info)
-    trainer = make_trainer(args, model, tokenizer, features["train"], plan, precision)
+    datasets = (features["train"], task.eval_dataset(features))
+    trainer = make_trainer(args, model, tokenizer, datasets, plan, precision)
     _say(
         info,
         f"{task.name}: {len(raw['train'])} examples -> {len(features['train'])} features; "
@@ -148,9 +151,23 @@ def _train(
     if trainer.is_world_process_zero():
         payload = _metrics_payload(_run_facts(config, info, plan, precision, task), task, trainer, result, before,
                                    after, resumed_step, features)
-        write_metrics(config.output_dir / "metrics.json", payload)
-        _say(info, f"wrote {config.output_dir / 'metrics.json'}")
+        _write_results(config, info, payload, after)
     return 0
+
+
+def _write_results(
+    config: RunConfig, info: distributed.DistInfo, payload: dict[str, Any], after: Evaluation | None
+) -> None:
+    """metrics.json, the prediction files and loss.png, side by side in the output dir (rank 0 only)."""
+    write_metrics(config.output_dir / "metrics.json", payload)
+    written = [config.output_dir / "metrics.json"]
+    written += write_files(config.output_dir, after.files if after else {})
+    before = payload["eval_before"] or {}
+    curve = curve_from_history(payload["log_history"], payload["eval_loss_history"], before.get("eval_loss"),
+                               payload["eval_loss"], payload["global_steps"])
+    if write_loss_png(config.output_dir / "loss.png", curve):
+        written.append(config.output_dir / "loss.png")
+    _say(info, f"wrote {', '.join(p.name for p in written)} in {config.output_dir}")
 
 
 def _run_facts(config: RunConfig, info: distributed.DistInfo, plan: StackPlan, precision: str, task: Task) -> RunFacts:
@@ -194,8 +211,13 @@ def _stopped(info: distributed.DistInfo, stop: StopOnNotice) -> int:
     return EXIT_INTERRUPTED
 
 
-def _format(scores: dict[str, float]) -> str:
-    return "  ".join(f"{k} {v:.2f}" for k, v in scores.items())
+def _format(evaluation: Evaluation) -> str:
+    loss = f"  eval_loss {evaluation.loss:.4f}" if evaluation.loss is not None else ""
+    return "  ".join(f"{k} {v:.2f}" for k, v in evaluation.scores.items()) + loss
+
+
+def _scores_and_loss(evaluation: Evaluation | None) -> dict[str, float | None] | None:
+    return None if evaluation is None else {**evaluation.scores, "eval_loss": evaluation.loss}
 
 
 def _metrics_payload(
@@ -203,18 +225,19 @@ def _metrics_payload(
     task: Task,
     trainer: Any,
     result: Any,
-    before: dict[str, float] | None,
-    after: dict[str, float] | None,
+    before: Evaluation | None,
+    after: Evaluation | None,
     resumed_step: int | None,
     features: Any,
 ) -> dict[str, Any]:
     state = trainer.state
     runtime = float(result.metrics.get("train_runtime", 0.0))
-    scores = after or {name: None for name in task.metric_names}
+    scores = after.scores if after else {name: None for name in task.metric_names}
     return {
         "task": facts.task,
         **scores,
-        "eval_before": before,
+        "eval_loss": after.loss if after else None,
+        "eval_before": _scores_and_loss(before),
         "train_loss": result.training_loss,
         "train_samples_per_second": result.metrics.get("train_samples_per_second"),
         "train_runtime": runtime,
@@ -228,4 +251,5 @@ def _metrics_payload(
         "eval_features": len(features["validation"]) if "validation" in features else 0,
         **{k: v for k, v in asdict(facts).items() if k != "task"},
         "log_history": loss_history(state.log_history),
+        "eval_loss_history": eval_loss_history(state.log_history),
     }

@@ -108,7 +108,25 @@ def prepare_eval_features(
         offset_mapping.append([o if sequence_ids[k] == context_id else None for k, o in enumerate(offsets)])
     tokenized["example_id"] = example_ids
     tokenized["offset_mapping"] = offset_mapping
+    if "answers" in examples:
+        _add_eval_positions(tokenized, examples, sample_mapping, tokenizer, context_id)
     return dict(tokenized)
+
+
+def _add_eval_positions(
+    tokenized: Any, examples: Mapping[str, list[Any]], sample_mapping: list[int], tokenizer: Any, context_id: int
+) -> None:
+    """Labels for the first gold answer, so evaluation also reports a loss (offsets are already masked)."""
+    starts, ends = [], []
+    for i, input_ids in enumerate(tokenized["input_ids"]):
+        cls_index = input_ids.index(tokenizer.cls_token_id) if tokenizer.cls_token_id in input_ids else 0
+        offsets = [o if o is not None else (0, 0) for o in tokenized["offset_mapping"][i]]
+        answers = examples["answers"][sample_mapping[i]]
+        start, end = _answer_positions(offsets, tokenized.sequence_ids(i), answers, cls_index, context_id)
+        starts.append(start)
+        ends.append(end)
+    tokenized["start_positions"] = starts
+    tokenized["end_positions"] = ends
 
 
 def _window_candidates(
@@ -139,32 +157,47 @@ def _window_candidates(
     return candidates
 
 
+# Null odds when no span survives at all: the null answer wins outright, past any threshold.
+NO_SPAN_ODDS = 1e6
+
+
+@dataclass(frozen=True)
+class SquadPredictions:
+    """Answer text per example id, and for v2 the null score minus the best span's score."""
+
+    answers: dict[str, str]
+    null_odds: dict[str, float] | None
+
+
 def _best_answer(
     candidates: list[dict[str, Any]], null_score: float | None, cfg: PostprocessConfig
-) -> str:
+) -> tuple[str, float | None]:
     ranked = sorted(candidates, key=lambda c: c["score"], reverse=True)[: cfg.n_best_size]
     if not cfg.version_2_with_negative:
-        return ranked[0]["text"] if ranked else ""
+        return (ranked[0]["text"] if ranked else ""), None
     non_null = [c for c in ranked if c["text"]]
     if not non_null:
-        return ""
+        return "", NO_SPAN_ODDS
     best = non_null[0]
-    score_diff = (null_score if null_score is not None else -np.inf) - best["score"]
-    return "" if score_diff > cfg.null_score_diff_threshold else best["text"]
+    if null_score is None:
+        return best["text"], -NO_SPAN_ODDS
+    score_diff = null_score - best["score"]
+    return ("" if score_diff > cfg.null_score_diff_threshold else best["text"]), score_diff
 
 
-def postprocess_predictions(
+def postprocess(
     examples: Sequence[Mapping[str, Any]],
     features: Sequence[Mapping[str, Any]],
     start_logits: np.ndarray,
     end_logits: np.ndarray,
     cfg: PostprocessConfig,
-) -> dict[str, str]:
-    """Map each example id to its predicted answer text ('' is the null answer for v2)."""
+) -> SquadPredictions:
+    """Map each example id to its predicted answer text ('' is the null answer for v2) and its null odds."""
     features_per_example: dict[str, list[int]] = collections.defaultdict(list)
     for index, feature in enumerate(features):
         features_per_example[feature["example_id"]].append(index)
-    predictions: dict[str, str] = {}
+    answers: dict[str, str] = {}
+    null_odds: dict[str, float] = {}
     for example in examples:
         candidates: list[dict[str, Any]] = []
         min_null_score: float | None = None
@@ -177,5 +210,17 @@ def postprocess_predictions(
             candidates += _window_candidates(
                 starts, ends, features[index]["offset_mapping"], example["context"], cfg
             )
-        predictions[example["id"]] = _best_answer(candidates, min_null_score, cfg)
-    return predictions
+        answers[example["id"]], odds = _best_answer(candidates, min_null_score, cfg)
+        if odds is not None:
+            null_odds[example["id"]] = odds
+    return SquadPredictions(answers, null_odds if cfg.version_2_with_negative else None)
+
+
+def postprocess_predictions(
+    examples: Sequence[Mapping[str, Any]],
+    features: Sequence[Mapping[str, Any]],
+    start_logits: np.ndarray,
+    end_logits: np.ndarray,
+    cfg: PostprocessConfig,
+) -> dict[str, str]:
+    return postprocess(examples, features, start_logits, end_logits, cfg).answers

@@ -13,12 +13,14 @@ from .squad_data import has_negatives, load_squad
 from .squad_features import (
     PostprocessConfig,
     WindowConfig,
-    postprocess_predictions,
+    postprocess,
     prepare_eval_features,
     prepare_train_features,
 )
 from .squad_metrics import squad_scores
+from .predictions import squad_files
 from .sampling import cap
+from .tasks import Evaluation
 
 _EVAL_ONLY_COLUMNS = ("example_id", "offset_mapping")
 
@@ -49,6 +51,7 @@ class SquadTask:
     def cache_parts(self) -> dict[str, Any]:
         return {
             "task": "squad",
+            "eval_labels": True,
             "window": asdict(self.window),
             "caps": [self.config.max_train_samples, self.config.max_eval_samples],
         }
@@ -80,13 +83,18 @@ class SquadTask:
 
         return load_from_hub("model", model, lambda: AutoModelForQuestionAnswering.from_pretrained(model))
 
-    def evaluate(self, trainer: Any, raw: Any, features: Any) -> dict[str, float] | None:
+    def eval_dataset(self, features: Any) -> Any | None:
+        if "validation" not in features:
+            return None
+        return features["validation"].remove_columns(list(_EVAL_ONLY_COLUMNS))
+
+    def evaluate(self, trainer: Any, raw: Any, features: Any) -> Evaluation | None:
         if "validation" not in raw:
             return None
         eval_features = features["validation"]
-        output = trainer.predict(eval_features.remove_columns(list(_EVAL_ONLY_COLUMNS)))
+        output = trainer.predict(self.eval_dataset(features))
         start_logits, end_logits = output.predictions[:2]
-        predictions = postprocess_predictions(
+        predictions = postprocess(
             raw["validation"].to_list(),
             eval_features.select_columns(list(_EVAL_ONLY_COLUMNS)).to_list(),
             start_logits,
@@ -94,4 +102,8 @@ class SquadTask:
             PostprocessConfig(version_2_with_negative=self.version_2),
         )
         references = {ex["id"]: ex["answers"]["text"] for ex in raw["validation"]}
-        return squad_scores(predictions, references)
+        return Evaluation(
+            scores=squad_scores(predictions.answers, references),
+            loss=output.metrics.get("test_loss"),
+            files=squad_files(predictions.answers, predictions.null_odds),
+        )

@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Scores on the validation split, its loss, and the files rank 0 writes next to metrics.json."""
+
+    scores: dict[str, float]
+    loss: float | None = None
+    files: dict[str, Any] = field(default_factory=dict)  # file name -> JSON payload
 
 
 class Task(Protocol):
@@ -20,8 +30,11 @@ class Task(Protocol):
 
     def load_model(self, model: str) -> Any: ...
 
-    def evaluate(self, trainer: Any, raw: Any, features: Any) -> dict[str, float] | None:
-        """Metrics on the validation split, or None when there is none."""
+    def eval_dataset(self, features: Any) -> Any | None:
+        """What the Trainer evaluates (for the eval loss during training), or None."""
+
+    def evaluate(self, trainer: Any, raw: Any, features: Any) -> Evaluation | None:
+        """Metrics and predictions on the validation split, or None when there is none."""
 
 
 def make_task(config: Any) -> Task:

@@ -11,9 +11,11 @@ from .stack import StackPlan
 
 # A ratio of the total steps: about 20 progress lines whatever the run length.
 DEFAULT_LOGGING_STEPS = 0.05
+# Four evaluations during training give loss.png an eval curve; before/after come from the scoring passes.
+DEFAULT_EVAL_STEPS = 0.25
 
 
-def training_arguments(config: RunConfig, plan: StackPlan, precision: str) -> Any:
+def training_arguments(config: RunConfig, plan: StackPlan, precision: str, has_eval: bool = False) -> Any:
     """Build TrainingArguments; with world size > 1 this also joins the process group."""
     from transformers import TrainingArguments
 
@@ -32,7 +34,8 @@ def training_arguments(config: RunConfig, plan: StackPlan, precision: str) -> An
         # Every node needs the checkpoint to resume from: nodes don't share a filesystem.
         "save_on_each_node": True,
         "logging_steps": DEFAULT_LOGGING_STEPS,
-        "eval_strategy": "no",
+        "eval_strategy": "steps" if has_eval else "no",
+        "eval_steps": DEFAULT_EVAL_STEPS,
         "report_to": "none",
         "disable_tqdm": not sys.stdout.isatty(),
         "use_cpu": True,
@@ -49,8 +52,14 @@ def training_arguments(config: RunConfig, plan: StackPlan, precision: str) -> An
 
 
 def make_trainer(
-    args: Any, model: Any, tokenizer: Any, train_dataset: Any, plan: StackPlan, precision: str
+    args: Any,
+    model: Any,
+    tokenizer: Any,
+    datasets: tuple[Any, Any | None],
+    plan: StackPlan,
+    precision: str,
 ) -> Any:
+    """`datasets` is (train, eval); eval may be None."""
     from transformers import PrinterCallback, Trainer
 
     from .node_checkpoint import NodeLocalWeights, SharedRngStates
@@ -61,7 +70,10 @@ def make_trainer(
         from .intel import ipex_trainer_class
 
         trainer_class = ipex_trainer_class(Trainer, precision)
-    trainer = trainer_class(model=model, args=args, train_dataset=train_dataset, processing_class=tokenizer)
+    train_dataset, eval_dataset = datasets
+    trainer = trainer_class(
+        model=model, args=args, train_dataset=train_dataset, eval_dataset=eval_dataset, processing_class=tokenizer
+    )
     trainer.remove_callback(PrinterCallback)
     trainer.add_callback(ConciseLog())
     trainer.add_callback(NodeLocalWeights())

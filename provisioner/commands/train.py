@@ -23,6 +23,9 @@ from ..train_plan import (ENV_FILE, LaunchPlan, TrainRequest, build_plan, check_
 
 T = TypeVar("T")
 
+# What a run leaves next to metrics.json on the master; each exists only when the run had something to put in it.
+OPTIONAL_RESULTS = ("predictions.json", "null_odds.json", "loss.png")
+
 # The interface each node reaches the master's private address over (on the master: the one holding it).
 IFACE_PROBE = ("dev=$(ip -o -4 route get {ip} 2>/dev/null | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p'); "
                "if [ \"$dev\" = lo ]; then dev=$(ip -o -4 addr show to {ip} 2>/dev/null | awk '{{print $2}}'); fi; "
@@ -36,6 +39,7 @@ class TrainOutcome:
     log: Path
     metrics: dict[str, object] | None = None
     metrics_path: Path | None = None
+    results: list[Path] = field(default_factory=list)
     model_dir: Path | None = None
     seconds: float = 0.0
     synced: list[str] = field(default_factory=list)
@@ -228,6 +232,7 @@ class TrainRunner:
         outcome.metrics_path = run_dir / "metrics.json"
         shell.get(master, f"{remote_run}/metrics.json", outcome.metrics_path)
         outcome.metrics = json.loads(outcome.metrics_path.read_text())
+        outcome.results = self._fetch_optional(shell, remote_run, run_dir)
         if self.request.fetch_model is not None:
             packed = f"{remote_run}/model.tar.gz"
             result = shell.run([master], f"tar -C {remote_run} -czf {packed} model")[master.name]
@@ -241,6 +246,17 @@ class TrainRunner:
             archive.unlink()
             outcome.model_dir = self.request.fetch_model / "model"
 
+    def _fetch_optional(self, shell: NodeShell, remote_run: str, run_dir: Path) -> list[Path]:
+        """Fetch those of OPTIONAL_RESULTS the run wrote; a missing one (no evaluation set) is no failure."""
+        master = self.nodes[0]
+        listing = shell.run([master], f"cd {remote_run} && ls -1 -- {' '.join(OPTIONAL_RESULTS)} 2>/dev/null; true")
+        present = set(listing[master.name].stdout.split())
+        fetched = []
+        for name in (n for n in OPTIONAL_RESULTS if n in present):
+            shell.get(master, f"{remote_run}/{name}", run_dir / name)
+            fetched.append(run_dir / name)
+        return fetched
+
 
 def launched_task(launch_json: Path) -> str | None:
     """The task (squad, glue) a run's launch.json ran: the word after `-m training` in its argv."""
@@ -252,7 +268,6 @@ def launched_task(launch_json: Path) -> str | None:
         if argv[index] == "-m" and argv[index + 1] == "training":
             return str(argv[index + 2])
     return None
-
 
 def failure_line(log_text: str, exit_code: int) -> str:
     """Name the rank and node that failed, from what Intel MPI / Python printed."""

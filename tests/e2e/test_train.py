@@ -141,3 +141,31 @@ def test_resume_across_nodes_continues_from_the_checkpoint(local_env: LocalEnv, 
     metrics = json.loads((run_dir(local_env, cluster2, "squad-resume") / "metrics.json").read_text())
     assert metrics["resumed_from_step"] >= 40
     assert metrics["global_steps"] == 160
+
+
+def test_official_squad_v2_scoring_of_fetched_predictions_matches_metrics(
+        local_env: LocalEnv, cluster2: str, tmp_path: Path) -> None:
+    """The run brings back predictions.json, null_odds.json and loss.png; the official v2.0 evaluation
+    logic applied to them (independent of training/squad_metrics.py) gives the EM/F1 in metrics.json."""
+    from tests.training.squad_official import evaluate, official_layout
+    from training.demo_assets import DemoLayout, ensure_demo_assets
+
+    local_env.ok("train", "squad", "--name", cluster2, "--demo", "--run", "squad-official", "--",
+                 "--max-steps", "300", "--no-eval-before", timeout=900)
+    run = run_dir(local_env, cluster2, "squad-official")
+    metrics = json.loads((run / "metrics.json").read_text())
+    predictions = json.loads((run / "predictions.json").read_text())
+    null_odds = json.loads((run / "null_odds.json").read_text())
+    ensure_demo_assets(tmp_path / "demo", seed=0)
+    records = json.loads(DemoLayout(tmp_path / "demo").squad_eval.read_text())["data"]
+    assert set(predictions) == set(null_odds) == {r["id"] for r in records}
+    assert any(not r["answers"]["text"] for r in records), "the demo eval set must hold v2 negatives"
+    official = evaluate(official_layout(records), predictions, null_odds, na_prob_thresh=1.0)
+    assert official["exact"] == pytest.approx(metrics["exact_match"], abs=1e-9)
+    assert official["f1"] == pytest.approx(metrics["f1"], abs=1e-9)
+    assert official["f1"] > 20
+    png = (run / "loss.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    assert metrics["eval_loss"] is not None and metrics["eval_loss_history"]
+    print(f"official v2.0: exact {official['exact']:.4f} f1 {official['f1']:.4f}; "
+          f"metrics.json: exact_match {metrics['exact_match']:.4f} f1 {metrics['f1']:.4f}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 
 from training.demo_assets import DemoLayout, ensure_demo_assets
 
@@ -47,6 +48,7 @@ def test_short_squad_demo_run_learns(demo_dir: Path, tmp_path: Path) -> None:
     result = run_training(
         ["squad", "--demo", str(demo_dir), "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache"),
          "--max-steps", "600", "--max-eval-samples", "200"],
+        timeout=600,  # 2 cores shared with other test runs
     )
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((out / "metrics.json").read_text())
@@ -58,3 +60,27 @@ def test_short_squad_demo_run_learns(demo_dir: Path, tmp_path: Path) -> None:
                 "model", "torch_version", "transformers_version", "resumed_from_step"):
         assert key in metrics
     assert metrics["global_steps"] == 600 and metrics["world_size"] == 1 and metrics["resumed_from_step"] is None
+    predictions = json.loads((out / "predictions.json").read_text())
+    null_odds = json.loads((out / "null_odds.json").read_text())
+    assert len(predictions) == 200 and set(null_odds) == set(predictions)
+    assert all((odds > 0) == (predictions[qid] == "") for qid, odds in null_odds.items())
+    assert (out / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Evaluated during training (eval_strategy), before it (step 0) and after it.
+    assert [e["step"] for e in metrics["eval_loss_history"]] == [150, 300, 450, 600]
+    assert metrics["eval_before"]["eval_loss"] > metrics["eval_loss"]
+
+
+def test_short_glue_demo_run_writes_per_example_predictions(demo_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "glue"
+    result = run_training(
+        ["glue", "--demo", str(demo_dir), "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache"),
+         "--max-steps", "20", "--max-eval-samples", "40", "--no-eval-before"],
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = json.loads((out / "predictions.json").read_text())
+    assert [r["index"] for r in records] == list(range(40))
+    assert set(records[0]) == {"index", "sentence1", "sentence2", "predicted", "gold"}
+    metrics = json.loads((out / "metrics.json").read_text())
+    accuracy = 100 * sum(r["predicted"] == r["gold"] for r in records) / len(records)
+    assert accuracy == pytest.approx(metrics["accuracy"])
+    assert (out / "loss.png").exists() and not (out / "null_odds.json").exists()

@@ -1,0 +1,57 @@
+"""Progress lines from rank 0 and the CLI sink that turns them into one live bar on a terminal."""
+
+from __future__ import annotations
+
+import io
+
+from provisioner.render import StepLine, TrainingLines, parse_step_line
+from training.progress import Pace, clock
+
+STEP = "[0] step 30/120  loss 2.1728  lr 7.58e-04  epoch 0.16  79.7 samples/s  eta 0:00:18"
+LINES = ["[0] squad: 3000 examples -> 3000 features", STEP, "[0] eval  step 30/120  eval_loss 1.9909",
+         "[1] step 30/120 is not rank 0", "[0] trained 120 steps in 38.4s"]
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_pace_measures_this_invocation_only() -> None:
+    pace = Pace()
+    pace.start(step=100, now=10.0)
+    assert pace.samples_per_second(step=110, global_batch=32, now=20.0) == 32.0
+    assert pace.eta_seconds(step=110, max_steps=150, now=20.0) == 40.0
+    assert pace.eta_seconds(step=100, max_steps=150, now=20.0) is None
+    assert clock(3725.4) == "1:02:05" and clock(None) == "?"
+
+
+def test_step_lines_are_parsed_from_rank_0_or_an_unlabelled_single_rank() -> None:
+    assert parse_step_line(STEP) == StepLine(30, 120, loss="2.1728", epoch="0.16", speed="79.7", eta="0:00:18")
+    assert parse_step_line("step 1/2  loss 0.5000") == StepLine(1, 2, loss="0.5000")
+    for line in LINES[:1] + LINES[2:]:
+        assert parse_step_line(line) is None
+
+
+def test_not_a_terminal_prints_every_line_plainly() -> None:
+    out = io.StringIO()
+    sink = TrainingLines(out)
+    for line in LINES:
+        sink(line)
+    sink.close()
+    assert out.getvalue() == "".join(line + "\n" for line in LINES)
+
+
+def test_terminal_shows_a_bar_for_steps_and_other_lines_above_it() -> None:
+    out = Terminal()
+    sink = TrainingLines(out)
+    for line in LINES:
+        sink(line)
+    sink.close()
+    sink("after the bar")
+    text = out.getvalue()
+    assert STEP not in text
+    assert "step 30/120" in text and "loss 2.1728" in text and "79.7 samples/s" in text and "eta 0:00:18" in text
+    for line in LINES[:1] + LINES[2:]:
+        assert line in text
+    assert text.endswith("after the bar\n")
