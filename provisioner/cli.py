@@ -234,6 +234,9 @@ def plan(ctx: click.Context, as_json: bool, **opts: Any) -> None:
 @click.option("--offline", is_flag=True, help="set HF_HUB_OFFLINE=1 on the nodes")
 @click.option("--tune/--no-tune", default=True, show_default=True,
               help="--no-tune drops the computed threads/pinning/tcmalloc (for comparison)")
+@click.option("--max-restarts", type=int, default=2, show_default=True,
+              help="when a node is lost (spot reclaim, crash), replace it and resume from the newest checkpoint "
+                   "this many times; 0 fails at once")
 @click.option("--dry-run", is_flag=True, help="print the exact mpirun command and environment; run nothing")
 @click.option("--nodes", type=int, help="with --dry-run and no cluster: plan for this many nodes")
 @click.option("--instance-type", help="with --dry-run and no cluster: plan for this instance type")
@@ -241,7 +244,7 @@ def plan(ctx: click.Context, as_json: bool, **opts: Any) -> None:
 def train(ctx: click.Context, task: str, trainer_args: tuple[str, ...], glue_task: str, demo: bool,
           dataset: str | None, train_file: Path | None, eval_file: Path | None, model: str | None, run: str | None,
           resume: bool, ppn: int | None, threads: int | None, env_pairs: tuple[str, ...], fetch_model: Path | None,
-          offline: bool, tune: bool, dry_run: bool, nodes: int | None, instance_type: str | None,
+          offline: bool, tune: bool, max_restarts: int, dry_run: bool, nodes: int | None, instance_type: str | None,
           **opts: Any) -> None:
     """Fine-tune TASK (squad or glue) across every node with mpirun + PyTorch DDP.
 
@@ -253,7 +256,7 @@ def train(ctx: click.Context, task: str, trainer_args: tuple[str, ...], glue_tas
         task=task, glue_task=glue_task, dataset=dataset, train_file=train_file, eval_file=eval_file, model=model,
         demo=demo, run=run, resume=resume, ppn=ppn, threads=threads, env=parse_env(env_pairs),
         trainer_args=tuple(a for a in trainer_args if a != "--"), fetch_model=fetch_model, offline=offline,
-        tuned=tune)
+        tuned=tune, max_restarts=max_restarts)
     context = command_context(ctx, opts)
     config = context.config
     if dry_run and (instance_type or nodes):

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Callable
+from urllib.parse import urlsplit
 
 from .config import ClusterConfig
 from .errors import ProviderError
@@ -27,12 +28,18 @@ def pip_args(config: ClusterConfig, stack: Stack, shares_host: bool,
     extra = list(config.pip.extra_index_urls)
     if config.pip.index_url:
         # A mirror replaces PyPI and the stack's own indexes (often unreachable from inside a VPC).
-        return ("--index-url", config.pip.index_url, *_extra(extra))
-    return _extra(list(stack.index_urls) + extra)
+        return ("--index-url", config.pip.index_url, *_extra(extra), *_trusted([config.pip.index_url, *extra]))
+    return _extra(list(stack.index_urls) + extra) + _trusted(extra)
 
 
 def _extra(urls: list[str]) -> tuple[str, ...]:
     return tuple(arg for url in urls for arg in ("--extra-index-url", url))
+
+
+def _trusted(urls: list[str]) -> tuple[str, ...]:
+    """pip refuses a plain-http index unless its host is trusted; the config named it, so trust it."""
+    hosts = dict.fromkeys(urlsplit(url).netloc for url in urls if url.startswith("http://"))
+    return tuple(arg for host in hosts for arg in ("--trusted-host", host))
 
 
 def wheelhouse(stack: Stack, events: Callable[[str], None], cache: Path = WHEEL_CACHE) -> Path:

@@ -252,6 +252,10 @@ def training_result(outcome: "TrainOutcome") -> None:
     if speed is not None:
         console.print(f"throughput: {speed:.1f} samples/s on {metrics.get('world_size')} rank(s), "
                       f"{metrics.get('threads_per_rank')} thread(s) each, {metrics.get('precision')}")
+    for restart in outcome.restarts:
+        console.print(restart.describe())
+    if outcome.restarts:
+        console.print(f"lost to interruptions: {sum(r.lost_steps for r in outcome.restarts)} step(s)")
     console.print(f"metrics: {outcome.metrics_path}")
     if outcome.results:
         console.print(f"results: {', '.join(p.name for p in outcome.results)} in {outcome.results[0].parent}")

@@ -21,6 +21,7 @@ LAUNCHER_ENV = "I_MPI_HYDRA_BRANCH_COUNT=-1"
 DEFAULT_MODEL = "distilbert-base-uncased"
 DEFAULT_DATASETS = {"squad": "squad", "glue": "glue"}
 REDACTED = "<redacted>"
+STOP_FILE = "stop-request"
 ENV_FILE = "env"  # in the run's folder on every node: --env values, mode 0600, read by `python -m training`
 
 
@@ -44,6 +45,7 @@ class TrainRequest:
     fetch_model: Path | None = None
     offline: bool = False
     tuned: bool = True
+    max_restarts: int = 2
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,8 @@ def check_request(request: TrainRequest, stack: Stack) -> None:
         raise ConfigError("--eval-file needs --train-file")
     if request.ppn is not None and request.ppn < 1:
         raise ConfigError(f"--ppn must be at least 1 (got {request.ppn})")
+    if request.max_restarts < 0:
+        raise ConfigError(f"--max-restarts must be 0 or more (got {request.max_restarts})")
     if request.threads is not None and request.threads < 1:
         raise ConfigError(f"--threads must be at least 1 (got {request.threads})")
     backend = requested_backend(request.trainer_args)
@@ -147,7 +151,8 @@ def program_args(request: TrainRequest, stack: Stack, home: str, run: str, data:
     return args + list(request.trainer_args)
 
 
-def launch_env(request: TrainRequest, stack: Stack, home: str, run: str, iface: str | None = None) -> dict[str, str]:
+def launch_env(request: TrainRequest, stack: Stack, home: str, run: str, iface: str | None = None,
+               notices: bool = False) -> dict[str, str]:
     """--env values are not here: argv is visible to every user (`ps`) and is logged. The ranks
     read them from the run's 0600 env file (XC_ENV_FILE) before anything else."""
     # No PYTHONUNBUFFERED: unbuffered print() writes text and newline separately, and Intel MPI's
@@ -161,6 +166,11 @@ def launch_env(request: TrainRequest, stack: Stack, home: str, run: str, iface: 
         env |= {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     if request.env:
         env["XC_ENV_FILE"] = f"{RemoteLayout(home).run_dir(run)}/{ENV_FILE}"
+    # Ranks checkpoint and stop when this file appears, or (where the provider sends them) on a
+    # spot interruption notice: see training/interruption.py.
+    env["XC_STOP_FILE"] = f"{RemoteLayout(home).run_dir(run)}/{STOP_FILE}"
+    if notices:
+        env["XC_SPOT_WATCH"] = "1"
     return env
 
 
@@ -169,9 +179,9 @@ def env_file_text(request: TrainRequest) -> str:
 
 
 def build_plan(request: TrainRequest, stack: Stack, nodes: list[Node], topology: CpuTopology, home: str,
-               run: str, data: dict[str, str], iface: str | None = None) -> LaunchPlan:
+               run: str, data: dict[str, str], iface: str | None = None, notices: bool = False) -> LaunchPlan:
     master = nodes[0]
-    env = launch_env(request, stack, home, run, iface)
+    env = launch_env(request, stack, home, run, iface, notices)
     try:
         ranks = plan_ranks(topology, len(nodes), backend=stack.backend, ipex=stack.ipex, ppn=request.ppn,
                            threads=request.threads, master_addr=master.private_ip, extra_env=env)

@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import tarfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, TypeVar
 
@@ -18,6 +17,8 @@ from ..remote import CommandResult, NodeShell, RemoteFile
 from ..remote_layout import PACKAGE_ROOT, VENV, RemoteLayout
 from ..stacks import get_stack
 from ..topology import CpuTopology, parse_probe, probe_command
+from .train_failure import failure_line
+from .train_recovery import EXIT_INTERRUPTED, Restart, interrupted_error, last_step, lost_nodes, replace_lost, restore_checkpoint
 from ..train_plan import (ENV_FILE, LaunchPlan, TrainRequest, build_plan, check_request, check_run_name,
                           default_run_name, env_file_text)
 
@@ -43,6 +44,7 @@ class TrainOutcome:
     model_dir: Path | None = None
     seconds: float = 0.0
     synced: list[str] = field(default_factory=list)
+    restarts: list[Restart] = field(default_factory=list)
 
 
 def run(ctx: CommandContext, request: TrainRequest, echo: Callable[[str], None],
@@ -100,7 +102,8 @@ class TrainRunner:
                 result = sync_tree(shell, self.nodes, package, package_files(package), "training")
                 reporter.detail(f"training package {result.digest}: sent to {', '.join(result.sent_to) or 'none (unchanged)'}")
                 data = self._sync_data(shell)
-        return build_plan(self.request, self.stack, self.nodes, topology, home, run, data, iface)
+        return build_plan(self.request, self.stack, self.nodes, topology, home, run, data, iface,
+                          self.ctx.provider.announces_interruptions)
 
     def _run_name(self) -> str:
         return self.request.run or (self._latest_run() if self.request.resume else None) or default_run_name(
@@ -170,12 +173,28 @@ class TrainRunner:
                               hint="checkpoints are written every --save-steps steps; start a new run instead")
 
     def launch(self, shell: NodeShell, plan: LaunchPlan) -> TrainOutcome:
+        """Run the job; when it loses a node, replace it and resume (up to --max-restarts times)."""
         run_dir = self.ctx.state.runs / plan.run
         run_dir.mkdir(parents=True, exist_ok=True)
         log = run_dir / "train.log"
-        (run_dir / "launch.json").write_text(json.dumps(plan.to_dict(), indent=2))
-        self._send_env_file(shell, plan)
         started = time.monotonic()
+        restarts: list[Restart] = []
+        while True:
+            result = self._attempt(shell, plan, log)
+            if result.exit_code == 0:
+                break
+            restart = self._recover(shell, plan, result, log) if len(restarts) < self.request.max_restarts else None
+            if restart is None:
+                raise self._failure(plan, result, log)
+            restarts.append(restart)
+            plan = self._resume_plan(shell, plan, restart)
+        outcome = TrainOutcome(plan, 0, log, seconds=time.monotonic() - started, restarts=restarts)
+        self._fetch(shell, plan, run_dir, outcome)
+        return outcome
+
+    def _attempt(self, shell: NodeShell, plan: LaunchPlan, log: Path) -> CommandResult:
+        (log.parent / "launch.json").write_text(json.dumps(plan.to_dict(), indent=2))
+        self._send_env_file(shell, plan)
         with open(log, "a") as handle:
             handle.write(f"$ {plan.command()}\n")
 
@@ -184,17 +203,43 @@ class TrainRunner:
                 handle.flush()
                 self.echo(line)
 
-            result = self._stream(shell, plan, sink, log)
-        outcome = TrainOutcome(plan, result.exit_code, log, seconds=time.monotonic() - started)
+            return self._stream(shell, plan, sink, log)
+
+    def _failure(self, plan: LaunchPlan, result: CommandResult, log: Path) -> TrainingError:
         if result.exit_code < 0:
-            raise self._lost(plan, log, f"exit code {result.exit_code}")
-        if result.exit_code != 0:
-            error = TrainingError(failure_line(log.read_text(), result.exit_code), log=log,
-                                  hint="see the log; `xeoncluster status` shows which nodes answer")
-            error.exit_code = result.exit_code if 0 < result.exit_code < 128 else 1
-            raise error
-        self._fetch(shell, plan, run_dir, outcome)
-        return outcome
+            return self._lost(plan, log, result.last_line())
+        if result.exit_code == EXIT_INTERRUPTED:
+            return interrupted_error(self.ctx.config.name, plan.run, self.nodes, log)
+        error = TrainingError(failure_line(log.read_text(), result.exit_code), log=log,
+                              hint="see the log; `xeoncluster status` shows which nodes answer")
+        error.exit_code = result.exit_code if 0 < result.exit_code < 128 else 1
+        return error
+
+    def _recover(self, shell: NodeShell, plan: LaunchPlan, result: CommandResult, log: Path) -> Restart | None:
+        """Replace what the run lost and restore the newest checkpoint; None when no node was lost."""
+        started = time.monotonic()
+        record = self.ctx.require_up()
+        text = log.read_text()
+        lost = lost_nodes(self.ctx, record, shell, result.exit_code, text)
+        if not lost:
+            return None
+        names = ", ".join(node.name for node, _ in lost)
+        self.ctx.reporter.warn(f"run {plan.run} lost {names} ({'; '.join(why for _, why in lost)}); recovering")
+        master = self.nodes[0] if all(node.name != self.nodes[0].name for node, _ in lost) else None
+        last = last_step(shell, master, RemoteLayout(plan.home), plan.run, text)
+        shell.close()  # connections to the lost nodes are dead; every use below reconnects
+        replace_lost(self.ctx, record, shell, lost, plan.run)
+        self.nodes = record.node_list()
+        with self.ctx.reporter.step("restore the newest checkpoint to every node"):
+            step = restore_checkpoint(self.ctx, shell, self.nodes, RemoteLayout(plan.home).run_dir(plan.run))
+        restart = Restart(names, "; ".join(why for _, why in lost), step, time.monotonic() - started,
+                          max(0, last - (step or 0)))
+        self.ctx.reporter.warn(restart.describe())
+        return restart
+
+    def _resume_plan(self, shell: NodeShell, plan: LaunchPlan, restart: Restart) -> LaunchPlan:
+        self.request = replace(self.request, run=plan.run, resume=restart.from_step is not None)
+        return self.prepare(shell, plan.run, dry_run=False)
 
     def _send_env_file(self, shell: NodeShell, plan: LaunchPlan) -> None:
         """--env values go to every node in a file only the login user can read (created 0600 before
@@ -216,7 +261,7 @@ class TrainRunner:
         try:
             return shell.stream([master], plan.command(), sink)[master.name]
         except RemoteError as exc:
-            raise self._lost(plan, log, exc.message) from None
+            return CommandResult(master.name, -1, "", exc.message)
 
     def _lost(self, plan: LaunchPlan, log: Path, detail: str) -> TrainingError:
         """The SSH session to the master ended without the job's exit status (node gone, `down --force`)."""
@@ -232,6 +277,9 @@ class TrainRunner:
         outcome.metrics_path = run_dir / "metrics.json"
         shell.get(master, f"{remote_run}/metrics.json", outcome.metrics_path)
         outcome.metrics = json.loads(outcome.metrics_path.read_text())
+        outcome.metrics["restarts"] = [r.to_dict() for r in outcome.restarts]
+        outcome.metrics["lost_steps"] = sum(r.lost_steps for r in outcome.restarts)
+        outcome.metrics_path.write_text(json.dumps(outcome.metrics, indent=2) + "\n")
         outcome.results = self._fetch_optional(shell, remote_run, run_dir)
         if self.request.fetch_model is not None:
             packed = f"{remote_run}/model.tar.gz"
@@ -268,25 +316,3 @@ def launched_task(launch_json: Path) -> str | None:
         if argv[index] == "-m" and argv[index + 1] == "training":
             return str(argv[index + 2])
     return None
-
-def failure_line(log_text: str, exit_code: int) -> str:
-    """Name the rank and node that failed, from what Intel MPI / Python printed."""
-    own = re.findall(r"^\[(\d+)\] (training: .+)$", log_text, re.M)
-    if own:
-        rank, message = own[0]
-        return f"rank {rank}: {message}"
-    bad = re.search(r"RANK (\d+) PID \d+ RUNNING AT (\S+)\s*\n=?\s*(KILLED BY SIGNAL: (\d+)(?: \((\w+)\))?|"
-                    r"EXIT (?:STATUS|CODE): (\d+))", log_text)
-    if bad:
-        rank, node = bad.group(1), bad.group(2)
-        if bad.group(4):
-            name = f" ({bad.group(5)})" if bad.group(5) else ""
-            return f"training failed: rank {rank} on {node} was killed by signal {bad.group(4)}{name}"
-        return f"training failed: rank {rank} on {node} exited with code {bad.group(6)}"
-    lost = re.search(r"(?:ssh: connect to host|Could not resolve hostname|connection to) (\S+)", log_text)
-    if lost:
-        return f"training failed: cannot reach node {lost.group(1).rstrip(':')} from the master"
-    errors = [line for line in log_text.splitlines() if re.search(r"\b(Error|error:)", line)]
-    if errors:
-        return f"training failed (exit {exit_code}): {errors[-1].strip()[:200]}"
-    return f"training failed with exit code {exit_code}"

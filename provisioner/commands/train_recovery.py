@@ -7,10 +7,11 @@ checkpoint holds every rank's RNG state, so the resumed run continues the same l
 """
 from __future__ import annotations
 
+import json
 import re
 import shlex
-import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from ..context import CommandContext
 from ..errors import TrainingError, XeonClusterError
@@ -53,13 +54,15 @@ def lost_nodes(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, exi
     return [(h.node, h.reason) for h in health(ctx, record, shell) if not h.alive]
 
 
-def last_step(shell: NodeShell, master: Node, layout: RemoteLayout, run: str, log_text: str) -> int:
-    """The last step rank 0 finished: its marker on the master, else the log's last progress line."""
+def last_step(shell: NodeShell, master: Node | None, layout: RemoteLayout, run: str, log_text: str) -> int:
+    """The last step rank 0 finished: its marker on the master (when it survived), else the log's
+    last progress line."""
     try:
-        out = shell.run([master], f"cat {shlex.quote(layout.run_dir(run))}/progress.json")[master.name]
-        if out.ok:
-            return int(out.stdout.split(":")[1].strip(" }\n"))
-    except (XeonClusterError, ValueError, IndexError):
+        if master is not None:
+            out = shell.run([master], f"cat {shlex.quote(layout.run_dir(run))}/progress.json")[master.name]
+            if out.ok:
+                return int(json.loads(out.stdout)["step"])
+    except (XeonClusterError, ValueError, KeyError):
         pass
     steps = STEP_LINE.findall(log_text)
     return int(steps[-1]) if steps else 0
@@ -106,5 +109,16 @@ def replace_lost(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, l
                             log=ctx.reporter.log_path) from exc
 
 
-def timed() -> float:
-    return time.monotonic()
+def interrupted_error(cluster: str, run: str, nodes: list[Node], log: Path) -> TrainingError:
+    """A run that stopped on a notice and was not recovered (--max-restarts spent or 0)."""
+    text = log.read_text()
+    by_address = {n.private_ip: n.name for n in nodes}
+    noticed = sorted({by_address.get(addr, addr) for _, addr in NOTICE.findall(text)})
+    stopped = re.findall(r"training: stopped at step (\d+)", text)
+    at = f" at step {stopped[-1]} (checkpoint saved)" if stopped else ""
+    what = ", ".join(f"{name}: spot interruption notice" for name in noticed) or "a stop request"
+    error = TrainingError(f"training stopped{at}: {what}; not recovered (--max-restarts spent)", log=log,
+                          hint=f"xeoncluster up --name {cluster} replaces lost nodes; then xeoncluster train ... "
+                               f"--name {cluster} --run {run} --resume")
+    error.exit_code = 1
+    return error

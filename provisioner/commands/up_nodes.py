@@ -35,11 +35,16 @@ def pin_host_keys(ctx: CommandContext, nodes: list[Node], shell: NodeShell) -> N
         key = known.get(node.name)
         if key is None:
             offered = ctx.provider.host_keys(node)
-            key = offered[0] if offered else shell.scan_host_key(node)
+            key = preferred_key(offered) if offered else shell.scan_host_key(node)
         entries.append((node, key))
     atomic_write(ctx.state.known_hosts, cluster_files.known_hosts(entries))
     atomic_write(ctx.state.ssh_config, cluster_files.user_ssh_config(
         nodes, ctx.identity().user, ctx.state.key, ctx.state.known_hosts))
+
+
+def preferred_key(keys: list[str]) -> str:
+    """ed25519 where the node offers it (what OpenSSH and paramiko negotiate first), else the first."""
+    return next((k for k in keys if k.startswith("ssh-ed25519 ")), keys[0])
 
 
 def read_known(state: StateDir) -> dict[str, str]:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 class AwsProvider(Provider):
     name = "aws"
+    announces_interruptions = True
     bake_root_gib = aws_images.BAKE_ROOT_GIB
 
     def __init__(self, region: str, profile: str | None = None,

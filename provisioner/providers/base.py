@@ -111,6 +111,8 @@ class Provider(ABC):
     # Nodes that are this machine (namespaces) share its OS packages and files, and reach no
     # network beyond the cluster: OS changes are only checked, and packages come from the host.
     shares_host: ClassVar[bool] = False
+    # Nodes learn of a reclaim in advance (EC2 spot: IMDS spot/instance-action about 2 minutes ahead).
+    announces_interruptions: ClassVar[bool] = False
     # The root disk a master is launched with when it will be baked; None: disks have no size here.
     bake_root_gib: ClassVar[int | None] = None
 

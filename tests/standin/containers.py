@@ -62,6 +62,20 @@ class Container:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def forget_neighbour(self, address: str) -> None:
+        """Drop `address` from this container's ARP cache (it is the init's network namespace, a
+        child of nspawn): EC2 hands a terminated instance's private address to a later one, and the
+        VPC never answers with the old MAC, while a bridge's neighbours would for tens of seconds."""
+        if not self.running() or self.process is None:
+            return
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        try:
+            init = children.read_text().split()[0]
+        except (OSError, IndexError):
+            return
+        subprocess.run(["nsenter", "-t", init, "-n", "ip", "neigh", "flush", "to", address],
+                       capture_output=True, check=False)
+
     def console_text(self) -> str:
         if not self.console.exists():
             return ""

@@ -69,7 +69,7 @@ def main(paths: Paths) -> None:
     from moto.server import ThreadedMotoServer
 
     from .fleet import Fleet
-    from .moto_hooks import Hooks, MotoState, seed_ubuntu_parameter
+    from .moto_hooks import Hooks, MotoState, seed_default_vpc_internet_route, seed_ubuntu_parameter
 
     faults = FaultsFile(paths.faults_file)
     images = ImageStore(paths.layers)
@@ -79,6 +79,7 @@ def main(paths: Paths) -> None:
                   f"http://{plan.gateway}:{MIRROR_PORT}/")
     Hooks(fleet, faults.read).install()
     seed_ubuntu_parameter(plan.base_ami)
+    seed_default_vpc_internet_route()
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=MOTO_PORT, verbose=False)
     moto.start()
     threading.Thread(target=fleet.watch, daemon=True).start()

@@ -122,6 +122,9 @@ class Fleet:
         self._halt(node)
         with self.lock:
             node.state = "gone"
+            others = [n.container for n in self.nodes.values() if n.state == "running"]
+        for container in others:
+            container.forget_neighbour(node.launch.private_ip)
         self.moto.set_terminated(node.launch.instance, reason)
         halted = time.monotonic()
         with node.disk_lock:

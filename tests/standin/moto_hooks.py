@@ -53,6 +53,19 @@ def seed_ubuntu_parameter(ami_id: str, region: str = REGION) -> None:
         data_type="aws:ec2:image"))
 
 
+def seed_default_vpc_internet_route(region: str = REGION) -> None:
+    """A real default VPC routes 0.0.0.0/0 to an internet gateway; moto's has none. (Inside the
+    stand-in nothing leaves the namespace anyway: the route is what the CLI's preflight checks.)"""
+    from moto.ec2.models import ec2_backends
+
+    backend = ec2_backends[ACCOUNT][region]
+    vpc = next(v for v in backend.vpcs.values() if v.is_default)
+    igw = backend.create_internet_gateway()
+    backend.attach_internet_gateway(igw.id, vpc.id)
+    main = next(t for t in backend.route_tables.values() if t.vpc_id == vpc.id and t.main_association_id)
+    backend.create_route(main.id, "0.0.0.0/0", gateway_id=igw.id)
+
+
 # -- moto's view, as the fleet changes it -----------------------------------------------------------
 class MotoState:
     """Implements fleet.MotoView on moto's model objects."""

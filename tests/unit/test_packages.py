@@ -21,7 +21,8 @@ def test_a_mirror_replaces_pypi_and_the_stack_indexes() -> None:
     config = load_config(None, {"pip": {"index_url": "http://mirror.example/simple/",
                                         "extra_index_urls": ["http://more.example/simple/"]}})
     assert pip_args(config, STACK, False, print) == (
-        "--index-url", "http://mirror.example/simple/", "--extra-index-url", "http://more.example/simple/")
+        "--index-url", "http://mirror.example/simple/", "--extra-index-url", "http://more.example/simple/",
+        "--trusted-host", "mirror.example", "--trusted-host", "more.example")
 
 
 def test_nodes_sharing_the_host_install_from_a_filled_wheelhouse(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import pytest
 from provisioner.cli import main
 from provisioner.errors import ConfigError
 from provisioner.stacks import check_stack, get_stack
-from provisioner.commands.train import failure_line
+from provisioner.commands.train_failure import failure_line
 from provisioner.train_plan import (TrainRequest, check_request, dry_run_plan, env_file_text, parse_env,
                                     requested_backend)
 

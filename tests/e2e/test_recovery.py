@@ -1,0 +1,100 @@
+"""Spot-native training on real local nodes: a lost node is replaced under its name and the run goes
+on from the newest checkpoint by itself; a cluster grows in place; --max-restarts 0 keeps the old
+one-line failure."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.e2e.conftest import LocalEnv, leftovers
+
+SAVE_STEPS = 40
+STEPS = 400
+
+
+def lose_node(cluster: str, node: str) -> None:
+    """What losing a machine looks like here: its namespace and every process in it disappear."""
+    ns = f"xc-{cluster}-{node}"
+    pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+    subprocess.run(["kill", "-9", *pids], capture_output=True)
+    subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def start_training(env: LocalEnv, cluster: str, run: str, *extra: str) -> subprocess.Popen[str]:
+    import os
+
+    argv = [sys.executable, "-m", "provisioner.cli", "--config", str(env.config), "train", "squad", "--name",
+            cluster, "--demo", "--run", run, *extra, "--", "--max-steps", str(STEPS), "--save-steps", str(SAVE_STEPS)]
+    return subprocess.Popen(argv, env={**os.environ, "XEONCLUSTER_HOME": str(env.home)}, cwd=env.base,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def wait_for_step(env: LocalEnv, cluster: str, run: str, step: int, proc: subprocess.Popen[str]) -> None:
+    log = env.home / "clusters" / cluster / "runs" / run / "train.log"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:
+        text = log.read_text() if log.exists() else ""
+        steps = [int(part.split("/")[0]) for part in text.split("step ")[1:] if part.split("/")[0].isdigit()]
+        if steps and max(steps) >= step:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"run {run} never reached step {step}")
+
+
+def test_a_lost_node_is_replaced_and_the_run_completes(local_env: LocalEnv, warm_image: str) -> None:
+    name = "e2erec"
+    local_env.ok("up", "--name", name, "--nodes", "2")
+    try:
+        proc = start_training(local_env, name, "lost")
+        wait_for_step(local_env, name, "lost", SAVE_STEPS + 20, proc)
+        lose_node(name, "node1")
+        out, _ = proc.communicate(timeout=900)
+        assert proc.returncode == 0, out[-4000:]
+        assert "run lost lost node1" in out and "restart: node1 lost" in out
+        metrics = json.loads((local_env.home / "clusters" / name / "runs" / "lost" / "metrics.json").read_text())
+        assert metrics["world_size"] == 2 and metrics["global_steps"] == STEPS
+        [restart] = metrics["restarts"]
+        assert restart["node"] == "node1" and restart["from_step"] is not None and restart["from_step"] >= SAVE_STEPS
+        assert 0 <= metrics["lost_steps"] <= SAVE_STEPS
+        status = json.loads(local_env.ok("status", "--name", name, "--json").out)
+        assert [n["name"] for n in status["nodes"] if n["replaced"]] == ["node1"]
+    finally:
+        local_env.cli("down", "--name", name)
+    assert leftovers(local_env, name)["namespaces"] == []
+
+
+def test_max_restarts_0_keeps_the_one_line_failure(local_env: LocalEnv, warm_image: str) -> None:
+    name = "e2enorec"
+    local_env.ok("up", "--name", name, "--nodes", "2")
+    try:
+        proc = start_training(local_env, name, "norec", "--max-restarts", "0")
+        wait_for_step(local_env, name, "norec", 20, proc)
+        lose_node(name, "node1")
+        out, _ = proc.communicate(timeout=600)
+        assert proc.returncode != 0
+        line = out.strip().splitlines()[-1]
+        assert line.startswith("error: ") and "node1" in line and "log: " in line, out[-3000:]
+        assert "restart:" not in out
+    finally:
+        local_env.cli("down", "--name", name)
+
+
+def test_up_grows_a_running_cluster_and_train_uses_every_node(local_env: LocalEnv, warm_image: str) -> None:
+    name = "e2egrow"
+    local_env.ok("up", "--name", name, "--nodes", "2")
+    try:
+        grown = local_env.ok("up", "--name", name, "--nodes", "3")
+        assert "added node2" in grown.out
+        local_env.ok("exec", "--name", name, "--node", "node0", "--", "ssh", "node2", "true")
+        local_env.ok("train", "squad", "--name", name, "--demo", "--run", "three", "--", "--max-steps", "20",
+                     timeout=900)
+        metrics = json.loads((local_env.home / "clusters" / name / "runs" / "three" / "metrics.json").read_text())
+        assert metrics["world_size"] == 3
+        again = local_env.ok("up", "--name", name)
+        assert "nothing to do" in again.err
+    finally:
+        local_env.cli("down", "--name", name)
+    assert leftovers(local_env, name)["namespaces"] == []

@@ -1,0 +1,188 @@
+"""The AWS provider end to end on the EC2 stand-in: the real CLI, as a user runs it, against moto plus
+booted containers. No recording shell: real SSH as `ubuntu`, sudo apt and pip at first boot, a bake,
+workers from the AMI, host keys from the console, Intel MPI over VPC addresses, and spot loss.
+
+The tests share one cluster and run in order (cold up, train with a spot interruption, ..., down)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import boto3
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER = "sic"
+
+
+@dataclass(frozen=True)
+class Cli:
+    home: Path
+    config: Path
+
+    def argv(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "provisioner.cli", "--config", str(self.config), *args]
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "XEONCLUSTER_HOME": str(self.home), "PYTHONPATH": str(REPO)}
+
+    def __call__(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self.argv(*args), env=self.env(), cwd=self.home, capture_output=True, text=True,
+                              timeout=timeout)
+
+    def ok(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+        result = self(*args, timeout=timeout)
+        assert result.returncode == 0, f"xeoncluster {' '.join(args)}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+        return result
+
+    def state(self, name: str = CLUSTER) -> dict[str, Any]:
+        return json.loads((self.home / "clusters" / name / "state.json").read_text())
+
+    def node_id(self, node: str, name: str = CLUSTER) -> str:
+        return next(n["id"] for n in self.state(name)["nodes"] if n["name"] == node)
+
+
+@pytest.fixture(scope="module")
+def cli(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cli]:
+    home = tmp_path_factory.mktemp("standin-cli")
+    config = Path(standin.script("config").stdout.strip())
+    yield Cli(home, config)
+    for state in (home / "clusters").glob("*/state.json"):
+        Cli(home, config)("down", "--name", state.parent.name, "--purge-images")
+
+
+def instances(name: str = CLUSTER) -> list[dict[str, Any]]:
+    found = boto3.client("ec2").describe_instances(Filters=[
+        {"Name": "tag:xeoncluster:cluster", "Values": [name]},
+        {"Name": "instance-state-name", "Values": ["pending", "running"]}])["Reservations"]
+    return [i for r in found for i in r["Instances"]]
+
+
+def baked_image(name: str = CLUSTER) -> str:
+    found = boto3.client("ec2").describe_images(Owners=["self"], Filters=[
+        {"Name": "tag:xeoncluster:cluster", "Values": [name]}])["Images"]
+    assert len(found) == 1, found
+    return str(found[0]["ImageId"])
+
+
+def on(cli: Cli, node: str, command: str) -> str:
+    return cli.ok("exec", "--name", CLUSTER, "--node", node, "--", command).stdout
+
+
+def value(cli: Cli, node: str, command: str) -> str:
+    """The output of a one-line command on `node`, without exec's `node | ` label."""
+    return on(cli, node, command).split("| ", 1)[1].strip()
+
+
+def test_cold_up_through_a_first_boot_dpkg_lock_and_the_ami_not_found_window(standin: Any, cli: Cli) -> None:
+    standin.script("faults", "dpkg_lock_seconds=15", "ami_not_found_seconds=3")
+    try:
+        up = cli.ok("up", "--name", CLUSTER, "--nodes", "3")
+    finally:
+        standin.script("faults", "dpkg_lock_seconds=0", "ami_not_found_seconds=0")
+    for step in ("configure nodes (playbooks)", "bake image", "launch 2 worker(s)"):
+        assert f"==> {step}" in up.stderr
+    image = baked_image()
+    roles = {i["InstanceId"]: i for i in instances()}
+    assert roles[cli.node_id("node0")]["ImageId"] != image
+    assert {roles[cli.node_id(n)]["ImageId"] for n in ("node1", "node2")} == {image}
+    # Each node's own host key, read from its console output and pinned, is the key it really has.
+    pinned = {line.split(",")[0]: line.split(" ", 1)[1] for line in
+              (cli.home / "clusters" / CLUSTER / "known_hosts").read_text().splitlines()}
+    assert len(set(pinned.values())) == 3
+    for node in ("node0", "node1", "node2"):
+        assert f"host key of {node} from the console output" in up.stderr
+        real = value(cli, node, "cat /etc/ssh/ssh_host_ed25519_key.pub").split()[:2]
+        assert pinned[node] == " ".join(real)
+    # The image carried neither the master's identity nor a second copy of the cluster's key.
+    assert value(cli, "node1", "cat /etc/machine-id") != value(cli, "node0", "cat /etc/machine-id")
+    assert value(cli, "node1", "wc -l < ~/.ssh/authorized_keys") == "1"
+    reach = on(cli, "node0", "for h in node0 node1 node2; do ssh $h hostname; done")
+    assert reach.count("node0 |") == 3
+
+
+def test_a_spot_interruption_during_train_is_recovered_by_itself(standin: Any, cli: Cli) -> None:
+    lost_id = cli.node_id("node1")
+    train = subprocess.Popen(cli.argv("train", "squad", "--name", CLUSTER, "--demo", "--run", "spot", "--",
+                                      "--max-steps", "90", "--save-steps", "20"),
+                             env=cli.env(), cwd=cli.home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = cli.home / "clusters" / CLUSTER / "runs" / "spot" / "train.log"
+    deadline = time.monotonic() + 600
+    while train.poll() is None and time.monotonic() < deadline:
+        if log.exists() and any(f"step {s}/90" in log.read_text() for s in range(30, 91)):
+            break
+        time.sleep(0.5)
+    standin.script("interrupt", lost_id, "30")
+    out, _ = train.communicate(timeout=900)
+    assert train.returncode == 0, out[-4000:]
+    metrics = json.loads((log.parent / "metrics.json").read_text())
+    [restart] = metrics["restarts"]
+    assert restart["node"] == "node1" and "spot interruption" in restart["reason"]
+    assert metrics["lost_steps"] <= 1 and metrics["world_size"] == 3 and metrics["global_steps"] == 90
+    replacement = next(i for i in instances() if i["InstanceId"] == cli.node_id("node1"))
+    master = next(i for i in instances() if i["InstanceId"] == cli.node_id("node0"))
+    assert replacement["InstanceId"] != lost_id and replacement["ImageId"] == baked_image()
+    assert replacement["Placement"]["AvailabilityZone"] == master["Placement"]["AvailabilityZone"]
+
+
+def test_without_capacity_for_a_replacement_the_run_stops_and_says_how_to_resume(standin: Any, cli: Cli) -> None:
+    train = subprocess.Popen(cli.argv("train", "squad", "--name", CLUSTER, "--demo", "--run", "nocap", "--",
+                                      "--max-steps", "60", "--save-steps", "10"),
+                             env=cli.env(), cwd=cli.home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = cli.home / "clusters" / CLUSTER / "runs" / "nocap" / "train.log"
+    deadline = time.monotonic() + 600
+    while train.poll() is None and time.monotonic() < deadline:
+        if log.exists() and any(f"step {s}/60" in log.read_text() for s in range(15, 61)):
+            break
+        time.sleep(0.5)
+    standin.script("faults", 'capacity=[{"instance_type": "c7i.2xlarge"}]')
+    try:
+        standin.script("interrupt", cli.node_id("node2"), "30")
+        out, _ = train.communicate(timeout=900)
+    finally:
+        standin.script("faults", "capacity=[]")
+    assert train.returncode == 1
+    line = out.strip().splitlines()[-1]
+    assert "lost node2 and could not replace it" in line and "checkpoints are kept" in line, out[-3000:]
+    assert "--run nocap --resume" in line
+    cli.ok("up", "--name", CLUSTER)  # capacity is back: the lost node is replaced
+    assert len(instances()) == 3
+
+
+def test_a_warm_up_reuses_the_image_and_runs_no_playbook(cli: Cli) -> None:
+    up = cli.ok("up", "--name", "sicw", "--nodes", "2")
+    assert "reusing image" in up.stderr and "configure nodes" not in up.stderr
+    assert {i["ImageId"] for i in instances("sicw")} == {baked_image()}
+    cli.ok("down", "--name", "sicw")
+    assert instances("sicw") == []
+
+
+def test_no_capacity_in_zone_a_lands_master_and_workers_in_zone_b(standin: Any, cli: Cli) -> None:
+    standin.script("faults", 'capacity=[{"zone": "us-east-1a"}]')
+    try:
+        cli.ok("up", "--name", "sicz", "--nodes", "2")
+    finally:
+        standin.script("faults", "capacity=[]")
+    assert {i["Placement"]["AvailabilityZone"] for i in instances("sicz")} == {"us-east-1b"}
+    cli.ok("down", "--name", "sicz")
+
+
+def test_down_leaves_nothing_and_purge_removes_the_layers(standin: Any, cli: Cli) -> None:
+    layers_before = set(standin.paths.layers.iterdir()) if standin.paths.layers.exists() else set()
+    cli.ok("down", "--name", CLUSTER, "--purge-images")
+    client = boto3.client("ec2")
+    assert instances() == []
+    assert client.describe_images(Owners=["self"])["Images"] == []
+    assert not [g for g in client.describe_security_groups()["SecurityGroups"] if g["GroupName"].startswith("xeoncluster-")]
+    assert not [k for k in client.describe_key_pairs()["KeyPairs"] if k["KeyName"].startswith("xeoncluster-")]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(standin.paths.instances.iterdir()):
+        time.sleep(0.5)
+    assert list(standin.paths.instances.iterdir()) == []
+    assert len(set(standin.paths.layers.iterdir())) < len(layers_before) or not layers_before
