@@ -256,11 +256,11 @@ def train(ctx: click.Context, task: str, trainer_args: tuple[str, ...], glue_tas
         tuned=tune)
     context = command_context(ctx, opts)
     config = context.config
-    if dry_run and (instance_type or nodes):
+    if dry_run and (instance_type is not None or nodes is not None):
         stack = get_stack(config.stack)
         check_request(request, stack)
         render.launch_plan(dry_run_plan(request, stack, instance_type or config.instance_types[0],
-                                        nodes or config.nodes, config.ssh.user or "ubuntu"))
+                                        config.nodes if nodes is None else nodes, config.ssh.user or "ubuntu"))
         return
     result = train_cmd.run(context, request, render.echo_line, dry_run)
     if isinstance(result, LaunchPlan):
@@ -288,6 +288,12 @@ def main() -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
+    except PermissionError as exc:
+        if debug:
+            raise
+        click.echo(f"error: permission denied: {exc.filename or exc} | hint: it belongs to another user (root?): "
+                   "run as that user (e.g. with sudo), or set XEONCLUSTER_HOME to a folder you own", err=True)
+        sys.exit(1)
     except Exception as exc:  # noqa: BLE001 - a bug still gets one line; --debug shows where
         if debug:
             raise

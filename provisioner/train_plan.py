@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from training import stack_rules
+from training.glue_data import TASKS as GLUE_TASKS  # no torch/transformers at import: safe on the user's machine
 
 from . import catalog
 from .errors import ConfigError
@@ -99,6 +100,8 @@ def check_request(request: TrainRequest, stack: Stack) -> None:
     check_run_name(request.run)
     if request.task not in TASKS:
         raise ConfigError(f"unknown task '{request.task}'; choose one of {', '.join(TASKS)}")
+    if request.task == "glue" and request.glue_task not in GLUE_TASKS:
+        raise ConfigError(f"--task {request.glue_task!r}: not a GLUE task; choose one of {', '.join(sorted(GLUE_TASKS))}")
     if request.dataset and (request.train_file or request.demo):
         raise ConfigError("--dataset cannot be combined with --train-file or --demo")
     if request.demo and (request.train_file or request.model):
@@ -193,6 +196,8 @@ def untuned(ranks: RankPlan, extra: dict[str, str]) -> RankPlan:
 
 def dry_run_plan(request: TrainRequest, stack: Stack, instance_type: str, node_count: int, user: str) -> LaunchPlan:
     """For a cluster that does not exist yet: topology from the instance catalog."""
+    if not 1 <= node_count <= 256:
+        raise ConfigError(f"--nodes must be between 1 and 256 (got {node_count})")
     kind = catalog.lookup(instance_type)
     if kind is None:
         hint = catalog.nearest(instance_type)

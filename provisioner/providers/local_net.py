@@ -14,9 +14,10 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from ..errors import ProviderError
+from ..errors import ConfigError, ProviderError
 
 NETNS_PREFIX = "xc-"
+MAX_NODES = 256
 
 
 def sh(argv: list[str], check: bool = True, input_text: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -92,6 +93,15 @@ def allocate_ips(subnet: str, count: int) -> list[str]:
     return free[:count]
 
 
+def check_free_addresses(subnet: str, count: int) -> None:
+    """Preflight: before anything exists, not after the master is up."""
+    taken = used_ips() | {gateway(subnet)}
+    free = sum(1 for host in ipaddress.IPv4Network(subnet).hosts() if str(host) not in taken)
+    if free < count:
+        raise ConfigError(f"local.subnet {subnet} has {free} free address(es) for {count} node(s)",
+                          hint="choose a larger local.subnet (e.g. a /16) or fewer --nodes")
+
+
 def ensure_bridge(subnet: str) -> bool:
     """Create the bridge for this subnet if missing. Returns True if it was created here."""
     bridge = bridge_name(subnet)
@@ -104,9 +114,26 @@ def ensure_bridge(subnet: str) -> bool:
     return True
 
 
-def bridge_in_use(bridge: str) -> bool:
+def bridge_members(bridge: str) -> set[str]:
     out = sh(["ip", "-j", "link", "show", "master", bridge], check=False).stdout.strip()
-    return bool(out and json.loads(out))
+    return {link["ifname"] for link in json.loads(out)} if out else set()
+
+
+def bridge_in_use(bridge: str) -> bool:
+    return bool(bridge_members(bridge))
+
+
+def delete_cluster_veths(cluster: str, subnet: str, wait: float = 3.0) -> None:
+    """Delete the host side of the cluster's veths now. Deleting a namespace destroys its veth only
+    when the kernel gets round to the namespace's cleanup, and a bridge that still shows one of
+    them as a member would be kept. This also catches the veth of a node whose namespace is gone."""
+    bridge = bridge_name(subnet)
+    ours = {veth_name(cluster, f"node{index}") for index in range(MAX_NODES)}
+    for veth in sorted(bridge_members(bridge) & ours):
+        sh(["ip", "link", "del", veth], check=False)
+    deadline = time.monotonic() + wait
+    while bridge_members(bridge) & ours and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def remove_bridge_if_unused(subnet: str) -> list[str]:
