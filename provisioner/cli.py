@@ -131,14 +131,18 @@ def down(ctx: click.Context, purge_images: bool, force: bool, **opts: Any) -> No
 @click.option("--json", "as_json", is_flag=True, help="print machine-readable JSON")
 @click.pass_context
 def status(ctx: click.Context, as_json: bool, **opts: Any) -> None:
-    """Show each node, its address and whether it answers over SSH."""
+    """Show each node, its address and whether it answers over SSH.
+
+    Exits 1 when any node does not answer (the table or JSON is printed first).
+    """
     result = status_cmd.run(command_context(ctx, opts, locate=True))
     if as_json:
         render.as_json(result.to_dict())
-        return
-    render.status_table(result)
+    else:
+        render.status_table(result)
     if not result.nodes:
         raise XeonClusterError(f"cluster '{result.cluster}' has no nodes", hint="run `xeoncluster up` first")
+    status_cmd.check_all_up(result)
 
 
 @cli.command(context_settings={**CONTEXT, "ignore_unknown_options": True})

@@ -75,17 +75,20 @@ def _refuse_orphans(ctx: CommandContext) -> None:
 
 
 def _already_up(ctx: CommandContext, record: ClusterRecord) -> UpResult:
-    live = ctx.provider.nodes(ctx.config)
-    if len(live) != len(record.nodes):
+    live = {node.name: node for node in ctx.provider.nodes(ctx.config)}
+    missing = [node.name for node in record.node_list() if node.name not in live]
+    down = [f"{node.name} ({node.state})" for node in live.values() if node.state != "running"]
+    if missing or down:
+        what = ", ".join([f"{name} (gone)" for name in missing] + down)
         raise XeonClusterError(
-            f"cluster '{record.name}' is recorded with {len(record.nodes)} nodes but {len(live)} exist",
-            hint=f"run `xeoncluster down --name {record.name}` and `up` again")
+            f"cluster '{record.name}' is up, but not all its nodes are: {what}",
+            hint=f"replacing a node is not supported yet: run `xeoncluster down --name {record.name}`, then `up` again")
     if len(live) != ctx.config.nodes:
         raise XeonClusterError(
             f"cluster '{record.name}' is already up with {len(live)} nodes (asked for {ctx.config.nodes})",
             hint="resizing is not supported: `down` first, or pick another --name")
     ctx.reporter.info(f"cluster '{record.name}' is already up; nothing to do")
-    return UpResult(record.name, live, None, already_up=True)
+    return UpResult(record.name, list(live.values()), None, already_up=True)
 
 
 def _clean_leftovers(ctx: CommandContext) -> None:

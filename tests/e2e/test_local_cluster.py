@@ -103,11 +103,19 @@ def test_killed_sshd_shows_as_down(local_env: LocalEnv, warm_image: str) -> None
         pid_file = local_env.root / "clusters" / name / "node1" / "sshd.pid"
         os.kill(int(pid_file.read_text()), signal.SIGKILL)
         time.sleep(0.5)
-        data = json.loads(local_env.ok("status", "--name", name, "--json").out)
-        answers = {n["name"]: n["answers"] for n in data["nodes"]}
+        status = local_env.cli("status", "--name", name, "--json")
+        assert status.code == 1 and "node1 down (1 of 3 node(s))" in status.err.strip().splitlines()[-1]
+        answers = {n["name"]: n["answers"] for n in json.loads(status.out)["nodes"]}
         assert answers == {"node0": True, "node1": False, "node2": True}
-        table = local_env.ok("status", "--name", name).out
-        assert "DOWN" in table
+        table = local_env.cli("status", "--name", name)
+        assert table.code == 1 and "DOWN" in table.out
+        again = local_env.cli("up", "--name", name, "--nodes", "3")
+        assert again.code == 1 and "nothing to do" not in again.err
+        line = again.err.strip().splitlines()[-1]
+        assert "node1 (stopped)" in line and f"xeoncluster down --name {name}" in line
+        subprocess.run(["ip", "netns", "del", f"xc-{name}-node2"], check=True)
+        line = local_env.cli("up", "--name", name, "--nodes", "3").err.strip().splitlines()[-1]
+        assert "node2 (gone)" in line and "node1 (stopped)" in line
     finally:
         local_env.ok("down", "--name", name)
     assert leftovers(local_env, name) == {"namespaces": [], "processes": [], "mounts": [], "files": []}
