@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -63,6 +64,10 @@ class LaunchPlan:
         # than through its launch tree (which it uses on large clusters by default).
         return f"{LAUNCHER_ENV} {render_command(self.argv)}"
 
+    def exec_command(self) -> str:
+        """command() with the launcher exec'ed, so that the remote shell's $$ is mpiexec's pid."""
+        return f"{LAUNCHER_ENV} exec {render_command(self.argv)}"
+
     def to_dict(self) -> dict[str, object]:
         return {"run": self.run, "nodes": [n.name for n in self.nodes], "world_size": self.ranks.world_size,
                 "ranks_per_node": self.ranks.ranks_per_node, "threads_per_rank": self.ranks.threads_per_rank,
@@ -93,6 +98,22 @@ def check_run_name(run: str | None) -> None:
 
 def default_run_name(task: str) -> str:
     return f"{task}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def resume_command(request: TrainRequest, cluster: str, run: str) -> str:
+    """The `xeoncluster train` line that continues `run` with the same options (--env values elided)."""
+    args = ["xeoncluster", "train", request.task, "--name", cluster]
+    if request.task == "glue":
+        args += ["--task", request.glue_task]
+    valued = (("--dataset", request.dataset), ("--train-file", request.train_file), ("--eval-file", request.eval_file),
+              ("--model", request.model), ("--ppn", request.ppn), ("--threads", request.threads),
+              ("--fetch-model", request.fetch_model))
+    args += [part for flag, value in valued if value is not None for part in (flag, str(value))]
+    args += [flag for flag, on in (("--demo", request.demo), ("--offline", request.offline),
+                                   ("--no-tune", not request.tuned)) if on]
+    args += [part for name, _ in request.env for part in ("--env", f"{name}=...")]
+    args += ["--run", run, "--resume"]
+    return shlex.join(args + (["--", *request.trainer_args] if request.trainer_args else []))
 
 
 def check_request(request: TrainRequest, stack: Stack) -> None:

@@ -144,3 +144,23 @@ def test_env_values_reach_the_ranks_but_no_argv_log_or_launch_json(local_env: Lo
     out = local_env.ok("exec", "--name", guard_cluster, "--", check).out
     assert sorted(line.replace(" ", "") for line in out.splitlines()) == ["node0|1", "node0|600", "node1|1",
                                                                           "node1|600"]
+
+
+def test_ctrl_c_names_the_run_its_log_and_the_resume_command(local_env: LocalEnv, guard_cluster: str) -> None:
+    proc = start_train(local_env, guard_cluster, "intr", 5000, "--offline")
+    try:
+        log = wait_for_steps(local_env, guard_cluster, "intr", proc)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + err
+    line = error_line(err)
+    assert "interrupted: run intr stopped" in line and f"log: {log}" in line
+    assert (f"xeoncluster train squad --name {guard_cluster} --demo --offline --run intr --resume -- "
+            "--max-steps 5000 --no-eval-before") in line
+    assert no_ranks_left()
+    again = local_env.cli("train", "squad", "--demo", "--name", guard_cluster, "--run", "after-intr", "--",
+                          "--max-steps", "2", "--no-eval-before")
+    assert again.code == 0, again.err
