@@ -24,7 +24,7 @@ from .local_node import (SSHD, NodePaths, cpu_list, node_boot_script, remove_tre
 if TYPE_CHECKING:
     from ..config import ClusterConfig
 
-REQUIRED_TOOLS = ("ip", "unshare", "nsenter", "ssh-keygen", "tar")
+REQUIRED_TOOLS = ("ip", "unshare", "nsenter", "ssh-keygen", "tar", "nft")
 
 
 class LocalProvider(Provider):
@@ -75,7 +75,7 @@ class LocalProvider(Provider):
             missing.append("taskset")
         if missing:
             raise ConfigError(f"the local provider needs {', '.join(missing)}, which this machine lacks",
-                              hint="apt-get install iproute2 util-linux openssh-server openssh-client tar")
+                              hint="apt-get install iproute2 util-linux openssh-server openssh-client tar nftables")
         self._check_subnet(cluster.local.subnet)
         net.check_free_addresses(cluster.local.subnet, cluster.nodes)
         if cluster.ssh.user != "root":

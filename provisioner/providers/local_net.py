@@ -103,15 +103,43 @@ def check_free_addresses(subnet: str, count: int) -> None:
 
 
 def ensure_bridge(subnet: str) -> bool:
-    """Create the bridge for this subnet if missing. Returns True if it was created here."""
+    """Create the bridge for this subnet (and its firewall) if missing. Returns True if it was created here."""
     bridge = bridge_name(subnet)
     if sh(["ip", "link", "show", bridge], check=False).returncode == 0:
+        ensure_firewall(subnet)
         return False
     prefix = ipaddress.IPv4Network(subnet).prefixlen
+    ensure_firewall(subnet)
     sh(["ip", "link", "add", bridge, "type", "bridge"])
     sh(["ip", "addr", "add", f"{gateway(subnet)}/{prefix}", "dev", bridge])
     sh(["ip", "link", "set", bridge, "up"])
     return True
+
+
+def firewall_table(subnet: str) -> str:
+    return f"xeoncluster_{bridge_name(subnet)}"
+
+
+def ensure_firewall(subnet: str) -> None:
+    """Nodes reach their peers over the bridge, but no service of this host: whatever arrives from the
+    bridge for the host itself (its bridge address or any other) is dropped, except replies to
+    connections the host opened (SSH to the nodes)."""
+    table = firewall_table(subnet)
+    if sh(["nft", "list", "table", "inet", table], check=False).returncode == 0:
+        return
+    bridge = bridge_name(subnet)
+    sh(["nft", "-f", "-"], input_text=(
+        f"table inet {table} {{\n"
+        "  chain input {\n"
+        "    type filter hook input priority filter; policy accept;\n"
+        f'    iifname "{bridge}" ct state established,related accept\n'
+        f'    iifname "{bridge}" counter drop\n'
+        "  }\n"
+        "}\n"))
+
+
+def remove_firewall(subnet: str) -> None:
+    sh(["nft", "delete", "table", "inet", firewall_table(subnet)], check=False)
 
 
 def bridge_members(bridge: str) -> set[str]:
@@ -138,9 +166,13 @@ def delete_cluster_veths(cluster: str, subnet: str, wait: float = 3.0) -> None:
 
 def remove_bridge_if_unused(subnet: str) -> list[str]:
     bridge = bridge_name(subnet)
-    if sh(["ip", "link", "show", bridge], check=False).returncode != 0 or bridge_in_use(bridge):
+    if sh(["ip", "link", "show", bridge], check=False).returncode != 0:
+        remove_firewall(subnet)
+        return []
+    if bridge_in_use(bridge):
         return []
     sh(["ip", "link", "del", bridge], check=False)
+    remove_firewall(subnet)
     return [bridge]
 
 

@@ -224,3 +224,40 @@ def test_commands_on_an_existing_cluster_need_only_its_name(local_env: LocalEnv,
     assert result.code == 0, result.err
     data = json.loads(result.out)
     assert data["provider"] == "local" and len(data["nodes"]) == 3
+
+
+def test_nodes_reach_their_peers_but_not_the_hosts_services(local_env: LocalEnv, cluster3: str) -> None:
+    """A service the host runs on the bridge address is out of a node's reach; node-to-node SSH is not."""
+    import socket
+    import threading
+
+    from provisioner.providers.local_net import gateway
+    from tests.e2e.conftest import SUBNET
+
+    host = gateway(SUBNET)
+    server = socket.create_server((host, 0))
+    port = server.getsockname()[1]
+    server.settimeout(15)
+    accepted: list[str] = []
+
+    def serve() -> None:
+        try:
+            conn, _ = server.accept()
+            accepted.append("yes")
+            conn.close()
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        probe = f"timeout 3 bash -c 'exec 3<>/dev/tcp/{host}/{port}' && echo open || echo closed"
+        out = local_env.cli("exec", "--name", cluster3, "--node", "node1", "--", probe).out
+        assert "closed" in out and "open" not in out, out
+        assert accepted == []
+        peers = local_env.ok("ssh", "--name", cluster3, "node0", "--",
+                             "ssh -o BatchMode=yes node1 hostname && ssh -o BatchMode=yes node2 hostname").out
+        assert peers.split() == ["node1", "node2"]
+    finally:
+        server.close()
+        thread.join(timeout=20)
