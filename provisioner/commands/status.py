@@ -55,3 +55,11 @@ def _reachability(ctx: CommandContext, nodes: list[Node]) -> dict[str, tuple[boo
             return dict(zip((n.name for n in nodes), pool.map(probe, nodes)))
     finally:
         shell.close()
+
+
+def check_all_up(result: StatusResult) -> None:
+    down = [row.node.name for row in result.nodes if not row.answers]
+    if down:
+        raise XeonClusterError(f"cluster '{result.cluster}': {', '.join(down)} down ({len(down)} of "
+                               f"{len(result.nodes)} node(s))",
+                               hint=f"`xeoncluster down --name {result.cluster}` and `up` again to replace them")

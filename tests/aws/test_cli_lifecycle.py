@@ -147,7 +147,7 @@ def test_status_table_shows_state_market_zone_addresses_and_price(xc, shell, ec2
     assert xc("up", "--name", "t1", "--nodes", "2").code == 0
     shell.exit_with(lambda c: c.node == "node1" and c.command == "true", 255, "Connection refused")
     run = xc("status", "--name", "t1")
-    assert run.code == 0, run.err
+    assert run.code == 1 and "node1 down" in run.err, run.err  # a node is down: the table, then exit 1
     header = next(line for line in run.out.splitlines() if "node" in line and "market" in line)
     for column in ("state", "ssh", "address", "private ip", "market", "zone", "type", "$/h"):
         assert column in header
