@@ -34,10 +34,18 @@ def run(ctx: CommandContext) -> StatusResult:
     nodes = ctx.provider.nodes(ctx.config)
     running = [n for n in nodes if n.state == "running"]
     reach = _reachability(ctx, running) if running and ctx.state.known_hosts.exists() else {}
-    record = ctx.state.load()
-    replaced = set(record.replaced) if record else set()
+    replaced = _replaced(ctx)
     rows = tuple(NodeStatus(n, *reach.get(n.name, (False, n.state)), replaced=n.name in replaced) for n in nodes)
     return StatusResult(ctx.config.name, ctx.config.provider, rows)
+
+
+def _replaced(ctx: CommandContext) -> set[str]:
+    """Nodes replaced since `up`, from state; a state file that can't be read only loses this mark."""
+    try:
+        record = ctx.state.load()
+    except XeonClusterError:
+        return set()
+    return set(record.replaced) if record else set()
 
 
 def _reachability(ctx: CommandContext, nodes: list[Node]) -> dict[str, tuple[bool, str]]:
