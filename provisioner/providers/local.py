@@ -194,6 +194,7 @@ class LocalProvider(Provider):
         net.kill_pids(stray_sshd_pids(paths.root))
         remove_tree(paths.root)
         self._write_hosts(cluster.name)
+        net.forget_address(node.private_ip, [info.name for info in net.cluster_namespaces(cluster.name)])
         return Removed({"namespaces": [ns], "processes": pids})
 
     def terminate(self, cluster: "ClusterConfig") -> Removed:

@@ -221,3 +221,14 @@ def _alive(pid: int) -> bool:
             return handle.read().split()[2] != "Z"
     except OSError:
         return False
+
+
+def forget_address(ip: str, namespaces: list[str]) -> None:
+    """Drop `ip` from the host's and the nodes' ARP caches: a replacement node may get the address of
+    the node it replaces, and a cached entry for the old MAC would keep peers from reaching it for
+    tens of seconds."""
+    if not ip:
+        return
+    sh(["ip", "neigh", "flush", "to", ip], check=False)
+    for ns in namespaces:
+        sh(["ip", "-n", ns, "neigh", "flush", "to", ip], check=False)
