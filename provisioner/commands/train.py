@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from ..context import CommandContext
-from ..errors import ConfigError, RemoteError, TrainingError
+from ..errors import ConfigError, RemoteError, TrainingError, XeonClusterError
 from ..package_sync import package_files, sync_data_file, sync_tree
 from ..paths import project_file
 from ..remote import CommandResult, NodeShell, RemoteFile
@@ -221,7 +221,12 @@ class TrainRunner:
     def _recover(self, shell: NodeShell, plan: LaunchPlan, result: CommandResult, log: Path) -> Restart | None:
         """Replace what the run lost and restore the newest checkpoint; None when no node was lost."""
         started = time.monotonic()
-        record = self.ctx.require_up()
+        try:
+            record = self.ctx.state.load()
+        except XeonClusterError:
+            record = None
+        if record is None or not record.nodes or not log.exists():
+            return None  # `down --force` took the cluster away: nothing to recover into
         text = log.read_text()
         lost = lost_nodes(self.ctx, record, shell, result.exit_code, text)
         if not lost:
