@@ -225,12 +225,12 @@ class TrainRunner:
             record = self.ctx.state.load()
         except XeonClusterError:
             record = None
-        if record is None or not record.nodes or not log.exists():
-            return None  # `down --force` took the cluster away: nothing to recover into
+        if record is None or record.status != "ready" or not log.exists():
+            return None  # `down --force` is taking the cluster away: nothing to recover into
         text = log.read_text()
         lost = lost_nodes(self.ctx, record, shell, result.exit_code, text)
-        if not lost:
-            return None
+        if not lost or len(lost) == len(record.nodes):
+            return None  # no survivor holds a checkpoint or the run: that is the cluster gone, not a node
         names = ", ".join(node.name for node, _ in lost)
         self.ctx.reporter.warn(f"run {plan.run} lost {names} ({'; '.join(why for _, why in lost)}); recovering")
         master = self.nodes[0] if all(node.name != self.nodes[0].name for node, _ in lost) else None
