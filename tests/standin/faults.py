@@ -17,7 +17,9 @@ class Faults:
     ami_seconds: float = 120.0          # CreateImage pending -> available
     spot_notice_seconds: float = 120.0  # default notice of `interrupt`
     # Faults (seconds here are literal, not scaled).
-    capacity: list[dict[str, str]] = field(default_factory=list)  # [{"zone": .., "instance_type": ..}]
+    # [{"zone": .., "instance_type": .., "times": N}]: no capacity there; with "times", only for the
+    # next N launches it matches (capacity that was short for a moment).
+    capacity: list[dict[str, Any]] = field(default_factory=list)
     ami_not_found_seconds: float = 0.0      # DescribeImages: InvalidAMIID.NotFound after CreateImage
     snapshot_in_use_seconds: float = 0.0    # DeleteSnapshot: InvalidSnapshot.InUse after DeregisterImage
     sg_dependency_violation: bool = False  # DeleteSecurityGroup fails while its instances shut down
@@ -29,9 +31,14 @@ class Faults:
     def scaled(self, seconds: float) -> float:
         return seconds / self.scale if self.scale > 0 else seconds
 
-    def capacity_error(self, zone: str | None, instance_type: str | None) -> bool:
-        return any(rule.get("zone") in (None, zone) and rule.get("instance_type") in (None, instance_type)
-                   for rule in self.capacity)
+    def capacity_rule(self, zone: str | None, instance_type: str | None, refused: dict[int, int]) -> int | None:
+        """The index of the first rule that refuses this launch; `refused` counts each rule's refusals."""
+        for index, rule in enumerate(self.capacity):
+            if rule.get("zone") not in (None, zone) or rule.get("instance_type") not in (None, instance_type):
+                continue
+            if "times" not in rule or refused.get(index, 0) < int(rule["times"]):
+                return index
+        return None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Faults":

@@ -161,6 +161,19 @@ class Hooks:
     placement: PlacementGroups = field(default_factory=PlacementGroups)
     images_created: dict[str, float] = field(default_factory=dict)
     snapshots_released: dict[str, float] = field(default_factory=dict)
+    # Refusals per capacity rule, for the Faults object they were counted under: new knobs start afresh.
+    capacity_refused: tuple[int, dict[int, int]] = (0, {})
+
+    def refuse_capacity(self, zone: str | None, instance_type: str | None) -> bool:
+        faults = self.faults()
+        generation, refused = self.capacity_refused
+        if generation != id(faults):
+            refused = {}
+            self.capacity_refused = (id(faults), refused)
+        rule = faults.capacity_rule(zone, instance_type, refused)
+        if rule is not None:
+            refused[rule] = refused.get(rule, 0) + 1
+        return rule is not None
 
     def install(self) -> None:
         self._patch_responses()
@@ -210,7 +223,7 @@ class Hooks:
         def run_instances(backend: Any, image_id: str, count: int, user_data: Any,
                           security_group_names: list[str], **kwargs: Any) -> Any:
             zone, itype = _requested_zone(backend, kwargs), kwargs.get("instance_type")
-            if hooks.faults().capacity_error(zone, itype):
+            if hooks.refuse_capacity(zone, itype):
                 raise _error("InsufficientInstanceCapacity",
                              f"We currently do not have sufficient {itype} capacity in the Availability Zone "
                              f"you requested ({zone}). (stand-in fault)")
