@@ -1,0 +1,89 @@
+"""Proof that `up` on the stand-in catches what moto could not: each patch in unfixes/ takes one fix of
+the AWS first-use review back out of HEAD (defects 1, 2, 4, 5, 7 and 13), and the stand-in test that
+covers the defect must then fail. Run as root, one patch at a time (about 2 minutes each):
+
+    python -m tests.standin.unfixed [PATCH-NAME ...]
+
+Each run unpacks `git archive HEAD` into a temporary directory, applies the patch there and runs the
+stand-in CLI tests in that copy; the checkout itself is not touched. Exit 1 if a patch went uncaught.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+UNFIXES = Path(__file__).resolve().parent / "unfixes"
+TESTS = "tests/standin/test_cli_on_standin.py"
+# The test that must fail without each fix (pytest -k).
+CATCHING_TEST = {
+    "1-apt-races-first-boot": "cold_up",
+    "2-image-waiter-notfound": "cold_up",
+    "4-workers-ignore-the-masters-zone": "zone_b",
+    "5-stale-host-key-after-re-up": "cold_up",
+    "7-console-host-keys-read-once": "cold_up",
+    "13-image-carries-instance-identity": "cold_up",
+}
+
+
+@dataclass
+class Outcome:
+    patch: str
+    test: str
+    caught: bool
+    seconds: float
+    failure: str
+
+
+def unpacked_head(into: Path) -> None:
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", "HEAD"], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+
+
+def first_failure(output: str) -> str:
+    """pytest's short summary line of the first failure, or its last line."""
+    found = re.search(r"^(FAILED|ERROR) .*$", output, re.M)
+    return found.group(0)[:400] if found else (output.strip().splitlines() or [""])[-1]
+
+
+def run_unfixed(patch: str) -> Outcome:
+    with tempfile.TemporaryDirectory(prefix="xc-unfixed-") as tmp:
+        tree = Path(tmp)
+        unpacked_head(tree)
+        subprocess.run(["git", "apply", str(UNFIXES / f"{patch}.patch")], cwd=tree, check=True)
+        started = time.monotonic()
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-rfE", "-p", "no:cacheprovider",
+                               TESTS, "-k", CATCHING_TEST[patch]], cwd=tree, capture_output=True, text=True,
+                              env={**os.environ, "PYTHONPATH": str(tree)})
+        seconds = round(time.monotonic() - started, 1)
+    output = proc.stdout + proc.stderr
+    if proc.returncode not in (0, 1) or re.search(r"\bskipped\b", output) and proc.returncode == 0:
+        raise SystemExit(f"{patch}: the stand-in tests did not run (exit {proc.returncode}):\n{output[-2000:]}")
+    return Outcome(patch, CATCHING_TEST[patch], proc.returncode == 1, seconds,
+                   first_failure(output) if proc.returncode == 1 else "passed")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("patches", nargs="*", default=list(CATCHING_TEST), help=", ".join(CATCHING_TEST))
+    args = parser.parse_args()
+    unknown = sorted(set(args.patches) - set(CATCHING_TEST))
+    if unknown:
+        parser.error(f"unknown patch(es) {', '.join(unknown)}; known: {', '.join(CATCHING_TEST)}")
+    outcomes = [run_unfixed(patch) for patch in args.patches]
+    print(json.dumps([asdict(o) for o in outcomes], indent=2))
+    for o in outcomes:
+        print(f"{o.patch:38} {'caught' if o.caught else 'MISSED':7} {o.seconds:6.0f}s  {o.failure}")
+    return 0 if all(o.caught for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
