@@ -7,6 +7,7 @@ reaches every node. A failure or Ctrl-C rolls back what this run created (up_rol
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
 from typing import Callable, TypeVar
 
@@ -146,6 +147,9 @@ class UpSteps:
         steps: list[Step] = [("prepare: key, network", self.prepare), (f"image: {self.image.action.value}", self.use_image),
                              ("launch master", self.launch_master)]
         workers = [(f"launch {nodes - 1} worker(s)", self.launch_workers)] if nodes > 1 else []
+        if self._launch_together():
+            steps[-1] = (f"launch master and {nodes - 1} worker(s)", self.launch_all)
+            workers = []
         grow = [(f"grow the master's disk to {self.ctx.config.root_volume_gib} GiB", self.grow_master)] \
             if self._grown_root() else []
         if self._in_background():
@@ -161,6 +165,12 @@ class UpSteps:
         # which matters even on one node (Hydra falls back to ssh when it can't tell a host is local).
         steps.append(("check the master reaches every node by name", self.check_reach))
         return steps
+
+    def _launch_together(self) -> bool:
+        """The image is ready, so no playbook runs between the master's launch and the workers': they
+        boot at the same time. A placement group keeps the order, as its zone is the master's."""
+        return (self.ctx.config.nodes > 1 and self.image.action in (ImageAction.REUSE, ImageAction.GIVEN)
+                and not self.ctx.config.placement_group and self.ctx.provider.launches_concurrently)
 
     def _in_background(self) -> bool:
         """image_strategy: parallel, where the cloud can finish an image while the node works on."""
@@ -243,6 +253,25 @@ class UpSteps:
         master = self.record.node_list()[0]
         nodes = self.ctx.provider.launch(cfg, cfg.nodes - 1, self.image.image, "worker", 1, self.network, near=master)
         add_nodes(self.ctx, self.record, nodes, self.shell)
+
+    def launch_all(self) -> None:
+        cfg, provider = self.ctx.config, self.ctx.provider
+        # Ctrl-C reaches only this thread: the pool still finishes both launches, and the rollback
+        # finds their nodes by the cluster's tag.
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            master = pool.submit(provider.launch, cfg, 1, self.image.image, "master", 0, self.network)
+            workers = pool.submit(provider.launch, cfg, cfg.nodes - 1, self.image.image, "worker", 1, self.network)
+            wait([master, workers])
+        launched = [node for future in (master, workers) if future.exception() is None for node in future.result()]
+        failed = [error for error in (master.exception(), workers.exception()) if error is not None]
+        if failed:
+            self.record.add_resources("nodes", [n.id for n in launched])
+            raise failed[0]
+        add_nodes(self.ctx, self.record, launched, self.shell)
+        zones = {n.zone for n in launched if n.zone}
+        if len(zones) > 1:
+            self.ctx.reporter.warn(f"the nodes run in zones {', '.join(sorted(zones))} (no capacity for all in one): "
+                                   "DDP traffic crosses zones, with more latency and a per-GB charge")
 
     def write_files(self) -> None:
         write_cluster_files(self.ctx, self.record.node_list(), self.shell)

@@ -29,6 +29,7 @@ class AwsProvider(Provider):
     name = "aws"
     announces_interruptions = True
     bakes_in_background = True
+    launches_concurrently = True
     bake_root_gib = aws_images.BAKE_ROOT_GIB
 
     def __init__(self, region: str, profile: str | None = None,

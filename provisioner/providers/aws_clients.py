@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import random
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, TypeVar
@@ -73,9 +74,15 @@ class AwsClients:
     calls: list[ApiCall] = field(default_factory=list)
     _session: boto3.Session | None = None
     _clients: dict[str, Any] = field(default_factory=dict)
+    # boto3 clients are thread-safe once made; making them (and the session) is not.
+    _making: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def session(self) -> boto3.Session:
+        with self._making:
+            return self._made_session()
+
+    def _made_session(self) -> boto3.Session:
         if self._session is None:
             try:
                 self._session = boto3.Session(profile_name=self.profile, region_name=self.region)
@@ -85,12 +92,13 @@ class AwsClients:
 
     def client(self, service: str, region: str | None = None, retries: dict[str, Any] | None = None) -> Any:
         key = f"{service}@{region or self.region}" + ("" if retries is None else f"#{sorted(retries.items())}")
-        if key not in self._clients:
-            config = Config(retries=dict(retries or RETRIES), user_agent_extra="xeoncluster")
-            made = self.session.client(service, region_name=region or self.region, config=config)
-            made.meta.events.register("before-call", self._record)
-            self._clients[key] = made
-        return self._clients[key]
+        with self._making:
+            if key not in self._clients:
+                config = Config(retries=dict(retries or RETRIES), user_agent_extra="xeoncluster")
+                made = self._made_session().client(service, region_name=region or self.region, config=config)
+                made.meta.events.register("before-call", self._record)
+                self._clients[key] = made
+            return self._clients[key]
 
     @property
     def ec2(self) -> Any:

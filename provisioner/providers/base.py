@@ -115,6 +115,8 @@ class Provider(ABC):
     bakes_in_background: ClassVar[bool] = False
     # Nodes learn of a reclaim in advance (EC2 spot: IMDS spot/instance-action about 2 minutes ahead).
     announces_interruptions: ClassVar[bool] = False
+    # launch() may run in two threads at once (master and workers of a warm `up` boot together).
+    launches_concurrently: ClassVar[bool] = False
     # The root disk a master is launched with when it will be baked; None: disks have no size here.
     bake_root_gib: ClassVar[int | None] = None
 

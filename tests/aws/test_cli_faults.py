@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from aws_helpers import live_state, nothing_left, own_images
-from provisioner.errors import RemoteError
+from aws_helpers import live_state, nothing_left, own_images, seed_cached_image, stock_image_key
+from provisioner.errors import ProviderError, RemoteError
 from recording_shell import MESH_MARK
 
 CONFIG = "placement_group: true\n"
@@ -191,3 +191,21 @@ def test_up_after_a_kept_failure_pins_the_new_nodes_keys(xc, shell, ec2, aws, xc
     again = xc(*UP)
     assert again.code == 0, again.err
     assert len(live_state(ec2, "t1")["instances"]) == 2
+
+
+def test_a_warm_up_whose_master_cannot_launch_removes_the_workers_launched_beside_it(xc, ec2, aws, xc_home):
+    seed_cached_image(ec2, stock_image_key())
+    aws.clear()
+
+    def patch(provider):
+        real = provider.launch
+
+        def launch(cluster, count, image, role, *args, **kwargs):
+            if role == "master":
+                raise ProviderError("could not launch 1 master node(s): stand-in failure")
+            return real(cluster, count, image, role, *args, **kwargs)
+        provider.launch = launch
+    xc.patch_provider = patch
+    run = xc("up", "--name", "t1", "--nodes", "3")
+    assert_rolled_back(run, "launch master and 2 worker(s)", ec2, aws, xc_home)
+    assert aws.mutating().count("RunInstances") == 1 and aws.mutating().count("TerminateInstances") >= 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import stat
+import threading
 
 import pytest
 
@@ -135,12 +136,34 @@ def test_up_with_a_cached_image(xc, shell, ec2, aws, xc_home, count):
     assert_aws_holds_a_secure_cluster(ec2, count, master_image=image, worker_image=image)
     assert "CreateImage" not in aws.mutating()
     assert aws.mutating().count("RunInstances") == (1 if count == 1 else 2)
+    if count > 1:
+        assert f"==> launch master and {count - 1} worker(s)" in run.err
     # No playbook ran anywhere: the image already holds the stack.
     assert all(shell.playbook_commands(n) == [] for n in names(count))
     assert_master_files(shell, xc_home, count)
     assert_mesh_checked_from_the_master(shell, count)
     assert xc("down", "--name", "t1").code == 0
     assert nothing_left(live_state(ec2, "t1"))
+
+
+def test_a_warm_up_boots_master_and_workers_at_once(xc, ec2):
+    """Each launch waits at a barrier for the other: launched one after the other, the first would
+    wait alone and the barrier would break."""
+    image = seed_cached_image(ec2, stock_image_key())
+    both_started = threading.Barrier(2, timeout=20)
+
+    def patch(provider):
+        real = provider.launch
+
+        def launch(*args, **kwargs):
+            both_started.wait()
+            return real(*args, **kwargs)
+        provider.launch = launch
+    xc.patch_provider = patch
+    run = xc("up", "--name", "t1", "--nodes", "3")
+    assert run.code == 0, run.err
+    assert_aws_holds_a_secure_cluster(ec2, 3, master_image=image, worker_image=image)
+    assert [n["name"] for n in json.loads(xc("status", "--name", "t1", "--json").out)["nodes"]] == names(3)
 
 
 def test_status_table_shows_state_market_zone_addresses_and_price(xc, shell, ec2):
