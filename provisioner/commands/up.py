@@ -2,7 +2,9 @@
 
 Steps: prepare (key, network), image (the ImagePlan that `plan` shows), launch master, configure
 (playbooks), bake, launch workers, write the master's ssh config and hostfile, check the master
-reaches every node. A failure or Ctrl-C rolls back what this run created (up_rollback.py).
+reaches every node. With the image ready, master and workers launch together; with image_strategy
+parallel, every node is configured at once and the image is baked in the background. A failure or
+Ctrl-C rolls back what this run created (up_rollback.py).
 """
 from __future__ import annotations
 
