@@ -10,4 +10,4 @@
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 # -P: a `tests` package in the current directory (another checkout) must not shadow this one.
-PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" exec "${PYTHON:-python3}" -P -m tests.standin "$@"
+XC_STANDIN_CALLER_PYTHONPATH="${PYTHONPATH-}" PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" exec "${PYTHON:-python3}" -P -m tests.standin "$@"

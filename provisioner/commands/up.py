@@ -169,10 +169,12 @@ class UpSteps:
         return steps
 
     def _launch_together(self) -> bool:
-        """The image is ready, so no playbook runs between the master's launch and the workers': they
-        boot at the same time. A placement group keeps the order, as its zone is the master's."""
-        return (self.ctx.config.nodes > 1 and self.image.action in (ImageAction.REUSE, ImageAction.GIVEN)
-                and not self.ctx.config.placement_group and self.ctx.provider.launches_concurrently)
+        """No playbook runs between the master's launch and the workers' (the image is ready, or every
+        node is configured at once): they boot at the same time. A placement group keeps the order,
+        as its zone is the master's."""
+        ready = self.image.action in (ImageAction.REUSE, ImageAction.GIVEN) or self._in_background()
+        return (self.ctx.config.nodes > 1 and ready and not self.ctx.config.placement_group
+                and self.ctx.provider.launches_concurrently)
 
     def _in_background(self) -> bool:
         """image_strategy: parallel, where the cloud can finish an image while the node works on."""

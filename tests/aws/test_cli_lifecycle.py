@@ -320,6 +320,7 @@ def test_parallel_strategy_configures_every_node_at_once_and_bakes_in_the_backgr
     assert run.code == 0, run.err
     ops = aws.mutating()
     assert ops.index("RunInstances") < ops.index("CreateImage") and ops.count("RunInstances") == 2
+    assert "==> launch master and 2 worker(s)" in run.err  # all from the base image: they boot together
     assert ops.index("CreateImage") > [i for i, op in enumerate(ops) if op == "RunInstances"][-1]
     raw = instances(ec2)
     assert {i["ImageId"] for i in raw} == {UBUNTU_AMI}  # workers did not wait for the image

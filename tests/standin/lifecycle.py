@@ -24,6 +24,8 @@ from .paths import Paths
 from .repos import build_docroot, ensure_apt_repo, ensure_simple_index, ensure_wheelhouse
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# Set by scripts/aws-standin.sh: the PYTHONPATH its caller had, before it put this checkout first.
+CALLER_PYTHONPATH = "XC_STANDIN_CALLER_PYTHONPATH"
 READY_TIMEOUT = 90.0
 
 
@@ -153,11 +155,13 @@ def run(paths: Paths, command: list[str]) -> None:
     state = _require(paths)
     env = {k: v for k, v in os.environ.items() if k not in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE")}
     env.update(aws_env(state))
-    # The wrapper put this checkout on PYTHONPATH for itself; CMD gets the caller's path back.
-    kept = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and Path(p).resolve() != REPO_ROOT]
-    env["PYTHONPATH"] = os.pathsep.join(kept)
-    if not kept:
-        del env["PYTHONPATH"]
+    # The wrapper put this checkout on PYTHONPATH for itself; CMD gets the caller's path back, as it was.
+    if CALLER_PYTHONPATH in env:
+        caller = env.pop(CALLER_PYTHONPATH)
+        if caller:
+            env["PYTHONPATH"] = caller
+        else:
+            env.pop("PYTHONPATH", None)
     argv = [*network(paths).nsenter_prefix(), *command]
     os.execvpe(argv[0], argv, env)
 

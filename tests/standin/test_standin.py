@@ -22,6 +22,7 @@ from botocore.exceptions import ClientError
 
 from provisioner.providers.aws_console import parse_host_keys
 
+from .conftest import REPO, SCRIPT
 from .containers import mounts_under
 
 MISSING = [t for t in ("systemd-nspawn", "mmdebstrap", "nsenter", "apt-ftparchive") if shutil.which(t) is None]
@@ -168,6 +169,12 @@ def test_start_twice_is_safe_and_config_points_at_the_standin(standin: Any) -> N
     assert config["pip"]["index_url"] == f"{MIRROR}simple/"
     probe = standin.script("run", "--", "sh", "-c", "echo $AWS_ENDPOINT_URL $AWS_REGION; ip route show default")
     assert probe.stdout.strip() == "http://127.0.0.1:5000 us-east-1"  # and no default route
+    # CMD gets the caller's PYTHONPATH as it was, this checkout included when the caller put it there.
+    for caller in (str(REPO), ""):
+        path = subprocess.run([str(SCRIPT), "run", "--", "sh", "-c", "echo \"[${PYTHONPATH-unset}]\""],
+                              env={**os.environ, **standin.paths.env(), "PYTHONPATH": caller},
+                              capture_output=True, text=True, check=True).stdout.strip()
+        assert path == f"[{caller or 'unset'}]"
 
 
 # -- 1. boot, SSH as ubuntu, console host keys --------------------------------------------------------
