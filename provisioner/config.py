@@ -138,7 +138,7 @@ class ClusterConfig(_Strict):
     ssh: SshSettings = Field(default_factory=SshSettings)
     image: str = "auto"
     stack: Literal["stock", "intel"] = "stock"
-    image_strategy: Literal["bake-first", "parallel"] = "bake-first"
+    image_strategy: Literal["bake-first", "parallel"] = "parallel"
     local: LocalSettings = Field(default_factory=LocalSettings)
     pip: PipSettings = Field(default_factory=PipSettings)
     apt: AptSettings = Field(default_factory=AptSettings)

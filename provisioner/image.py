@@ -49,6 +49,9 @@ class ImagePlan:
     base_id: str | None = None
     base_note: str = ""  # why base_id is None
     background: str | None = None  # an image still being baked after `up` (image_strategy: parallel)
+    # Bake in the background: every node is configured from the base image at once (image_strategy:
+    # parallel, where the provider's cloud finishes images by itself).
+    in_background: bool = False
 
     @property
     def runs_playbooks(self) -> bool:
@@ -66,11 +69,14 @@ class ImagePlan:
             return f"image {self.background} is being baked in the background (key {key}); later ups reuse it"
         if self.image is not None:
             return f"baked image {self.image.id} (key {key}); later ups reuse it"
+        if self.in_background:
+            return (f"no image for key {key} yet; every node will be configured from the base image, and the "
+                    "image baked in the background for later ups")
         return f"no image for key {key} yet; the master will be configured and baked"
 
     def to_dict(self) -> dict[str, Any]:
         return {"key": self.key, "id": self.image.id if self.image else None, "action": self.action.value,
-                "base_id": self.base_id, "base_note": self.base_note}
+                "base_id": self.base_id, "base_note": self.base_note, "in_background": self.in_background}
 
 
 def decide_image(cluster: "ClusterConfig", provider: "Provider", stack: Stack) -> ImagePlan:
@@ -86,4 +92,7 @@ def decide_image(cluster: "ClusterConfig", provider: "Provider", stack: Stack) -
                               hint="`xeoncluster images` lists the images you have; or use image: auto")
         return ImagePlan(key, given, ImageAction.GIVEN, base.id, base.note)
     found = provider.find_image(key) if key else None
-    return ImagePlan(key, found, ImageAction.REUSE if found else ImageAction.BAKE, base.id, base.note)
+    if found:
+        return ImagePlan(key, found, ImageAction.REUSE, base.id, base.note)
+    in_background = cluster.image_strategy == "parallel" and provider.bakes_in_background
+    return ImagePlan(key, None, ImageAction.BAKE, base.id, base.note, in_background=in_background)

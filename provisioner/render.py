@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from .providers.base import Image, Node, Removed
     from .train_plan import LaunchPlan
 
+PLAN_IMAGE_IN_BACKGROUND = ("none cached; every node starts from the base and runs the playbooks, and node0 is "
+                            "baked in the background for later ups")
 PLAN_IMAGE = {
     ImageAction.REUSE: "reuse {id}; no playbook runs",
     ImageAction.GIVEN: "given {id}; nothing is baked",
@@ -131,7 +133,8 @@ def plan(result: "Plan") -> None:
     console.print(table)
     image = result.image
     base = image.base_id or (f"unknown ({image.base_note})" if image.base_note else "-")
-    what = PLAN_IMAGE[image.action].format(id=image.image.id if image.image else "-")
+    what = PLAN_IMAGE_IN_BACKGROUND if image.in_background else \
+        PLAN_IMAGE[image.action].format(id=image.image.id if image.image else "-")
     console.print(f"image: {what} (key {(image.key or 'unknown')[:12]}, base: {base})")
     console.print(f"stack: {result.stack.name} ({result.stack.backend}): {' '.join(result.stack.packages)}")
     total = result.usd_per_hour

@@ -245,3 +245,15 @@ def dry_run_plan(request: TrainRequest, stack: Stack, instance_type: str, node_c
     if request.eval_file:
         data["eval"] = f"{PACKAGE_ROOT}/data/<digest>/{request.eval_file.name}"
     return build_plan(request, stack, nodes, catalog.topology_of(kind), home, request.run or "<run>", data)
+
+
+def launched_task(launch_json: Path) -> str | None:
+    """The task (squad, glue) a run's launch.json ran: the word after `-m training` in its argv."""
+    try:
+        argv = json.loads(launch_json.read_text()).get("argv", [])
+    except (OSError, ValueError, AttributeError):
+        return None
+    for index in range(len(argv) - 2):
+        if argv[index] == "-m" and argv[index + 1] == "training":
+            return str(argv[index + 2])
+    return None

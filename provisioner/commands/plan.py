@@ -68,7 +68,7 @@ def run(ctx: CommandContext) -> Plan:
 def instance_groups(cfg: ClusterConfig, image: ImagePlan, prices: dict[str, PriceQuote]) -> tuple[PlannedInstances, ...]:
     first = cfg.instance_types[0] if cfg.provider == "aws" else "-"
     base = image.base_id or f"unknown ({image.base_note})"
-    bakes = image.action is ImageAction.BAKE
+    bakes = image.action is ImageAction.BAKE and not image.in_background
     master_image = base if bakes or image.image is None else image.image.id
     worker_image = "baked from node0" if bakes else image.image.id if image.image else base
     quote = prices.get(first)

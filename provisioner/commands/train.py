@@ -18,9 +18,10 @@ from ..remote_layout import PACKAGE_ROOT, VENV, RemoteLayout
 from ..stacks import get_stack
 from ..topology import CpuTopology, parse_probe, probe_command
 from .train_failure import failure_line
+from .train_watch import NodeWatch, stop_command
 from .train_recovery import EXIT_INTERRUPTED, Restart, interrupted_error, last_step, lost_nodes, replace_lost, restore_checkpoint
 from ..train_plan import (ENV_FILE, LaunchPlan, TrainRequest, build_plan, check_request, check_run_name,
-                          default_run_name, env_file_text, resume_command)
+                          default_run_name, env_file_text, launched_task, resume_command)
 
 T = TypeVar("T")
 LAUNCHER_PID = "launcher.pid"
@@ -181,7 +182,7 @@ class TrainRunner:
         started = time.monotonic()
         restarts: list[Restart] = []
         while True:
-            result = self._attempt(shell, plan, log)
+            result = self._attempt(shell, plan, log, watch=len(restarts) < self.request.max_restarts)
             if result.exit_code == 0:
                 break
             restart = self._recover(shell, plan, result, log) if len(restarts) < self.request.max_restarts else None
@@ -193,7 +194,7 @@ class TrainRunner:
         self._fetch(shell, plan, run_dir, outcome)
         return outcome
 
-    def _attempt(self, shell: NodeShell, plan: LaunchPlan, log: Path) -> CommandResult:
+    def _attempt(self, shell: NodeShell, plan: LaunchPlan, log: Path, watch: bool) -> CommandResult:
         (log.parent / "launch.json").write_text(json.dumps(plan.to_dict(), indent=2))
         self._send_env_file(shell, plan)
         with open(log, "a") as handle:
@@ -206,7 +207,7 @@ class TrainRunner:
                 handle.flush()
                 self.echo(line)
 
-            return self._stream(shell, plan, sink, log)
+            return self._stream(shell, plan, sink, log, watch)
 
     def _failure(self, plan: LaunchPlan, result: CommandResult, log: Path) -> TrainingError:
         if result.exit_code < 0:
@@ -264,12 +265,15 @@ class TrainRunner:
             shell.put_files(node, [RemoteFile(f"{remote_dir}/{ENV_FILE}", env_file_text(self.request), 0o600)])
 
     def _stream(self, shell: NodeShell, plan: LaunchPlan, sink: Callable[[str, str], None],
-                log: Path) -> CommandResult:
+                log: Path, watch: bool) -> CommandResult:
         master = self.nodes[0]
         pid_file = f"~/{PACKAGE_ROOT}/runs/{plan.run}/{LAUNCHER_PID}"
         command = f"mkdir -p ~/{PACKAGE_ROOT}/runs/{plan.run} && echo $$ > {pid_file} && {plan.exec_command()}"
+        # Without a restart left, a lost node ends the run as it always did: nothing to watch for.
+        names = [n.name for n in self.nodes] if watch else []
         try:
-            return shell.stream([master], command, sink)[master.name]
+            with NodeWatch(self.ctx, names, lambda gone: self._stop_for_loss(shell, pid_file, gone)):
+                return shell.stream([master], command, sink)[master.name]
         except RemoteError as exc:
             return CommandResult(master.name, -1, "", exc.message)
         except KeyboardInterrupt:
@@ -282,13 +286,24 @@ class TrainRunner:
     def _stop(self, pid_file: str) -> None:
         """SIGINT to mpiexec on the master (over a new connection), which stops every rank; KILL if it lingers."""
         master = self.nodes[0]
-        stop = (f"pid=$(cat {pid_file} 2>/dev/null) || exit 0; kill -INT $pid 2>/dev/null || exit 0; "
-                "for i in $(seq 50); do kill -0 $pid 2>/dev/null || exit 0; sleep 0.2; done; kill -KILL $pid")
         self.ctx.reporter.info(f"interrupted: stopping the run on {master.name}")
         try:
-            self._with_shell(lambda shell: shell.run([master], stop))
+            self._with_shell(lambda shell: shell.run([master], stop_command(pid_file)))
         except RemoteError as exc:
             self.ctx.reporter.warn(f"could not stop the run on {master.name}: {exc.message}")
+
+    def _stop_for_loss(self, streaming: NodeShell, pid_file: str, gone: list[str]) -> None:
+        """From the node watch's thread: stop the job so recovery starts now. With the master gone, or
+        unreachable, end the stream's own connection instead, which would otherwise hang."""
+        master = self.nodes[0]
+        self.ctx.reporter.warn(f"{', '.join(gone)} is gone (no longer listed by the provider); stopping the job")
+        if master.name not in gone:
+            try:
+                self._with_shell(lambda shell: shell.run([master], stop_command(pid_file)))
+                return
+            except RemoteError:
+                pass
+        streaming.close()
 
     def _lost(self, plan: LaunchPlan, log: Path, detail: str) -> TrainingError:
         """The SSH session to the master ended without the job's exit status (node gone, `down --force`)."""
@@ -332,14 +347,3 @@ class TrainRunner:
             fetched.append(run_dir / name)
         return fetched
 
-
-def launched_task(launch_json: Path) -> str | None:
-    """The task (squad, glue) a run's launch.json ran: the word after `-m training` in its argv."""
-    try:
-        argv = json.loads(launch_json.read_text()).get("argv", [])
-    except (OSError, ValueError, AttributeError):
-        return None
-    for index in range(len(argv) - 2):
-        if argv[index] == "-m" and argv[index + 1] == "training":
-            return str(argv[index + 2])
-    return None

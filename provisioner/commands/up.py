@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Callable, TypeVar
 
 from ..bake_lock import BakeLock
@@ -178,8 +178,7 @@ class UpSteps:
 
     def _in_background(self) -> bool:
         """image_strategy: parallel, where the cloud can finish an image while the node works on."""
-        return (self.image.action is ImageAction.BAKE and self.ctx.config.image_strategy == "parallel"
-                and self.ctx.provider.bakes_in_background)
+        return self.image.action is ImageAction.BAKE and self.image.in_background
 
     def prepare(self) -> None:
         self.ctx.state.ensure_key()
@@ -228,7 +227,7 @@ class UpSteps:
         master = self.record.node_list()[0]
         image_id = self._with_identity_set_aside(master, lambda restore: self.ctx.provider.start_bake(
             self.ctx.config, master, str(self.image.key), on_snapshot=restore))
-        self.image = ImagePlan(self.image.key, None, ImageAction.BAKE, self.image.base_id, background=image_id)
+        self.image = replace(self.image, background=image_id)
         self.record.image = {"key": self.image.key, "action": "bake", "image": None, "background": image_id}
         self.record.add_resources("image", [image_id])
         self.bake_lock.release()

@@ -3,6 +3,8 @@ placement-group fake, moto gap fillers, config builder, and what-is-left asserti
 Fixtures that use them live in conftest.py."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -185,9 +187,20 @@ def create_image_with_snapshot_tags(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(AmiBackend, "create_image", create_image)
 
 
+# These tests follow the published flow (configure the master, bake, workers from the image); the
+# default, image_strategy: parallel, has its own tests that say so.
+BAKE_FIRST = "image_strategy: bake-first\n"
+
+
+def write_config(text: str = "") -> None:
+    """./cluster.yaml for the CLI under test (xc_home chdirs into the test's tmp_path)."""
+    Path("cluster.yaml").write_text(BAKE_FIRST + text)
+
+
 def cluster_config(**overrides: Any) -> ClusterConfig:
     base: dict[str, Any] = {"name": "t1", "provider": "aws", "region": REGION, "nodes": 4,
-                            "instance_types": ["c7i.2xlarge"], "ssh": {"cidr": "auto"}}
+                            "instance_types": ["c7i.2xlarge"], "ssh": {"cidr": "auto"},
+                            "image_strategy": "bake-first"}
     base.update(overrides)
     return ClusterConfig.model_validate(base)
 

@@ -33,9 +33,9 @@ import botocore.client
 import pytest
 from moto import mock_aws
 
-from aws_helpers import (CALLER_IP, REGION, ApiRecorder, cluster_config, create_image_with_snapshot_tags,
+from aws_helpers import (ApiRecorder, CALLER_IP, REGION, cluster_config, create_image_with_snapshot_tags,
                          seed_default_vpc_internet_route, seed_ubuntu_parameter, share_botocore_loader,
-                         trim_moto_amis)
+                         trim_moto_amis, write_config)
 from provisioner.config import ClusterConfig
 from provisioner.providers.aws import AwsProvider
 from recording_shell import ShellLog
@@ -205,4 +205,5 @@ def shell() -> ShellLog:
 @pytest.fixture
 def xc(aws: ApiRecorder, shell: ShellLog, xc_home: Any, capsys: pytest.CaptureFixture[str],
        monkeypatch: pytest.MonkeyPatch) -> CliHarness:
+    write_config()
     return CliHarness(shell, capsys, monkeypatch)

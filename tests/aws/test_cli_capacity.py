@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from aws_helpers import live_state, nothing_left
+from aws_helpers import live_state, nothing_left, write_config
 
 ZONES = "zones: [us-east-1a, us-east-1b]\n"
 
@@ -15,7 +14,7 @@ def in_zone(ec2, zone):
 
 
 def test_no_capacity_in_zone_a_launches_in_zone_b_and_says_why(xc, ec2, aws, xc_home):
-    Path("cluster.yaml").write_text(ZONES)
+    write_config(ZONES)
     aws.fail("RunInstances", "InsufficientInstanceCapacity", times=99, when=in_zone(ec2, "us-east-1a"))
     run = xc("up", "--name", "t1", "--nodes", "3")
     assert run.code == 0, run.err
@@ -31,7 +30,7 @@ def test_no_capacity_in_zone_a_launches_in_zone_b_and_says_why(xc, ec2, aws, xc_
 
 
 def test_spot_falls_back_to_on_demand_when_allowed(xc, ec2, aws):
-    Path("cluster.yaml").write_text(ZONES + "on_demand_fallback: true\n")
+    write_config(ZONES + "on_demand_fallback: true\n")
     aws.fail("RunInstances", "InsufficientInstanceCapacity", times=99, when=lambda p: "InstanceMarketOptions" in p)
     run = xc("up", "--name", "t1", "--nodes", "2")
     assert run.code == 0, run.err
@@ -45,7 +44,7 @@ def test_spot_falls_back_to_on_demand_when_allowed(xc, ec2, aws):
 
 
 def test_spot_failure_without_fallback_fails_and_rolls_back(xc, ec2, aws):
-    Path("cluster.yaml").write_text(ZONES)
+    write_config(ZONES)
     aws.fail("RunInstances", "InsufficientInstanceCapacity", times=99)
     run = xc("up", "--name", "t1", "--nodes", "2")
     assert run.code == 1
@@ -70,7 +69,7 @@ def worker_zones(ec2, aws):
 
 
 def test_workers_launch_in_the_masters_zone_first(xc, ec2, aws):
-    Path("cluster.yaml").write_text(ZONES)
+    write_config(ZONES)
     master_lands_in_zone_b(ec2, aws)
     run = xc("up", "--name", "t1", "--nodes", "3")
     assert run.code == 0, run.err
@@ -80,7 +79,7 @@ def test_workers_launch_in_the_masters_zone_first(xc, ec2, aws):
 
 
 def test_with_a_placement_group_workers_only_try_the_masters_zone(xc, ec2, aws):
-    Path("cluster.yaml").write_text(ZONES + "placement_group: true\n")
+    write_config(ZONES + "placement_group: true\n")
     master_lands_in_zone_b(ec2, aws)
     aws.fail("RunInstances", "InsufficientInstanceCapacity", times=99, when=lambda p: p["MinCount"] > 1)
     run = xc("up", "--name", "t1", "--nodes", "3")
@@ -93,7 +92,7 @@ def test_with_a_placement_group_workers_only_try_the_masters_zone(xc, ec2, aws):
 
 
 def test_workers_outside_the_masters_zone_are_announced(xc, ec2, aws):
-    Path("cluster.yaml").write_text(ZONES)
+    write_config(ZONES)
     master_lands_in_zone_b(ec2, aws)
     aws.fail("RunInstances", "InsufficientInstanceCapacity", times=99,
              when=lambda p: p["MinCount"] > 1 and in_zone(ec2, "us-east-1b")(p))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from aws_helpers import live_state, nothing_left, own_images, seed_cached_image, stock_image_key
+from aws_helpers import live_state, nothing_left, own_images, seed_cached_image, stock_image_key, write_config
 from provisioner.errors import ProviderError, RemoteError
 from recording_shell import MESH_MARK
 
@@ -30,7 +30,7 @@ UP_MUTATIONS = [
 
 @pytest.fixture
 def placement_config(xc_home):
-    Path("cluster.yaml").write_text(CONFIG)  # xc_home chdirs into the test's tmp_path
+    write_config(CONFIG)  # xc_home chdirs into the test's tmp_path
 
 
 def assert_rolled_back(run, step, ec2, aws, xc_home, code=1):

@@ -312,10 +312,13 @@ def test_the_image_is_taken_after_sync_and_without_the_masters_identity(xc, shel
     assert sum("authorized_keys.xc-bake ~/.ssh" in c for c in shell.commands("node0")) == 1
 
 
-def test_parallel_strategy_configures_every_node_at_once_and_bakes_in_the_background(xc, shell, ec2, aws):
+def test_by_default_every_node_is_configured_at_once_and_the_image_baked_in_the_background(xc, shell, ec2, aws):
     from pathlib import Path
 
-    Path("cluster.yaml").write_text("image_strategy: parallel\n")
+    Path("cluster.yaml").unlink()  # the defaults: image_strategy: parallel
+    plan = xc("plan", "--name", "t1", "--nodes", "3")
+    assert "every node starts from the base and runs the playbooks, and node0 is baked in the background" in plan.out
+    assert "baked from node0" not in plan.out
     run = xc("up", "--name", "t1", "--nodes", "3")
     assert run.code == 0, run.err
     ops = aws.mutating()

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from aws_helpers import CALLER_IP, UBUNTU_AMI, seed_cached_image, stock_image_key
+from aws_helpers import CALLER_IP, UBUNTU_AMI, seed_cached_image, stock_image_key, write_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,12 +40,12 @@ def test_plan_for_four_nodes(xc, aws, xc_home, shell):
 def test_plan_json_with_an_on_demand_master_and_a_cached_image(xc, ec2, aws, xc_home, shell):
     image = seed_cached_image(ec2, stock_image_key())
     aws.clear()
-    Path("cluster.yaml").write_text("master_market: on-demand\ninstance_types: [c7i.2xlarge, c6i.2xlarge]\n")
+    write_config("master_market: on-demand\ninstance_types: [c7i.2xlarge, c6i.2xlarge]\n")
     run = xc("plan", "--nodes", "4", "--json")
     assert run.code == 0, run.err
     plan = json.loads(run.out)
     assert plan["image"] == {"key": stock_image_key(), "id": image, "action": "reuse", "base_id": UBUNTU_AMI,
-                             "base_note": ""}
+                             "base_note": "", "in_background": False}
     assert [(i["role"], i["count"], i["market"], i["image"], i["usd_per_hour"]) for i in plan["instances"]] == [
         ("master", 1, "on-demand", image, 0.357), ("worker", 3, "spot", image, 0.00001)]
     assert plan["usd_per_hour"] == round(0.357 + 3 * 0.00001, 6)

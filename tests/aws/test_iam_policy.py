@@ -5,7 +5,7 @@ import json
 import re
 from pathlib import Path
 
-from aws_helpers import PUBLIC_KEY, cluster_config
+from aws_helpers import PUBLIC_KEY, cluster_config, write_config
 from provisioner.providers import aws_policy
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,9 +31,7 @@ def test_every_action_in_the_policy_is_called_by_the_provider():
 
 
 def test_every_call_of_a_full_lifecycle_is_in_the_policy(xc, make_provider, aws):
-    from pathlib import Path as P
-
-    P("cluster.yaml").write_text("placement_group: true\nmaster_market: on-demand\n")
+    write_config("placement_group: true\nmaster_market: on-demand\n")
     assert xc("plan", "--name", "t1", "--nodes", "3").code == 0
     assert xc("up", "--name", "t1", "--nodes", "3").code == 0
     assert xc("status", "--name", "t1").code == 0
