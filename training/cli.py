@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from .errors import TrainingError
-from .grad_exchange import GRAD_COMMS
+from .grad_exchange import AUTO, GRAD_COMMS
 from .glue_data import TASKS
 from .precision import PRECISIONS
 from .stack import BACKENDS, STACKS
@@ -44,8 +44,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--ddp-backend", choices=BACKENDS, default="auto")
     run.add_argument(
         "--grad-comm",
-        choices=GRAD_COMMS,
-        help="dtype gradients travel in between ranks (default fp32; bf16 halves the bytes)",
+        choices=(AUTO, *GRAD_COMMS),
+        help="dtype gradients travel in between ranks: bf16 halves the bytes; "
+        "default auto: bf16 when training in bf16, fp32 otherwise",
     )
     run.add_argument(
         "--eval-before",

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
 
-from .grad_exchange import DEFAULT_BUCKET_VIEW, DEFAULT_GRAD_COMM, GRAD_COMMS, NO_EXCHANGE
+from .grad_exchange import DEFAULT_BUCKET_VIEW, GRAD_COMMS, NO_EXCHANGE
 
 
 @dataclass
@@ -19,9 +19,10 @@ class RunTrainingArguments(TrainingArguments):
         metadata={"help": "DDP gradient_as_bucket_view: gradients live in the all-reduce buckets (no copy)"},
     )
     ddp_grad_comm: str = field(
-        default=DEFAULT_GRAD_COMM,
+        default="fp32",
         metadata={
-            "help": f"dtype gradients travel in between ranks; {NO_EXCHANGE!r} sends nothing (benchmarks only)",
+            "help": f"dtype gradients travel in between ranks (resolved from --grad-comm); "
+            f"{NO_EXCHANGE!r} sends nothing (benchmarks only)",
             "choices": [*GRAD_COMMS, NO_EXCHANGE],
         },
     )

@@ -17,7 +17,7 @@ DEFAULT_EVAL_STEPS = 0.25
 
 def training_arguments(config: RunConfig, plan: StackPlan, precision: str, has_eval: bool = False) -> Any:
     """Build TrainingArguments; with world size > 1 this also joins the process group."""
-    from .grad_exchange import TRAINER_DEFAULTS
+    from .grad_exchange import TRAINER_DEFAULTS, resolve_grad_comm
     from .run_arguments import RunTrainingArguments
 
     tunables = config.tunables
@@ -42,7 +42,7 @@ def training_arguments(config: RunConfig, plan: StackPlan, precision: str, has_e
         "use_cpu": True,
         "bf16": precision == "bf16",
         "dataloader_num_workers": 0,
-        "ddp_grad_comm": config.grad_comm,
+        "ddp_grad_comm": resolve_grad_comm(config.grad_comm, precision),
         **_known_fields(RunTrainingArguments, TRAINER_DEFAULTS),
     }
     if plan.backend is not None:

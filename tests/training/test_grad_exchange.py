@@ -18,9 +18,9 @@ from training.trainer_setup import training_arguments
 SINGLE = StackPlan(stack="stock", backend=None, use_ipex=False)
 
 
-def _args(tmp_path: Path, *extra: str):  # type: ignore[no-untyped-def]
+def _args(tmp_path: Path, *extra: str, precision: str = "fp32"):  # type: ignore[no-untyped-def]
     args, overrides = parse(["squad", "--train-file", "t.json", "--output-dir", str(tmp_path), *extra])
-    return training_arguments(run_config.from_args(args, overrides), SINGLE, "fp32")
+    return training_arguments(run_config.from_args(args, overrides), SINGLE, precision)
 
 
 def test_defaults_use_a_static_graph_bucket_views_and_fp32(tmp_path: Path) -> None:
@@ -30,6 +30,11 @@ def test_defaults_use_a_static_graph_bucket_views_and_fp32(tmp_path: Path) -> No
     assert args.ddp_gradient_as_bucket_view is True
     assert args.ddp_grad_comm == "fp32"
     assert args.ddp_bucket_cap_mb is None  # DDP's 25 MB
+
+
+def test_gradients_travel_in_bf16_when_the_run_trains_in_bf16(tmp_path: Path) -> None:
+    assert _args(tmp_path, precision="bf16").ddp_grad_comm == "bf16"
+    assert _args(tmp_path, "--grad-comm", "fp32", precision="bf16").ddp_grad_comm == "fp32"
 
 
 def test_grad_comm_option_and_trainer_arguments_override_the_defaults(tmp_path: Path) -> None:
