@@ -131,14 +131,18 @@ def down(ctx: click.Context, purge_images: bool, force: bool, **opts: Any) -> No
 @click.option("--json", "as_json", is_flag=True, help="print machine-readable JSON")
 @click.pass_context
 def status(ctx: click.Context, as_json: bool, **opts: Any) -> None:
-    """Show each node, its address and whether it answers over SSH."""
+    """Show each node, its address and whether it answers over SSH.
+
+    Exits 1 when any node does not answer (the table or JSON is printed first).
+    """
     result = status_cmd.run(command_context(ctx, opts, locate=True))
     if as_json:
         render.as_json(result.to_dict())
-        return
-    render.status_table(result)
+    else:
+        render.status_table(result)
     if not result.nodes:
         raise XeonClusterError(f"cluster '{result.cluster}' has no nodes", hint="run `xeoncluster up` first")
+    status_cmd.check_all_up(result)
 
 
 @cli.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
@@ -259,11 +263,11 @@ def train(ctx: click.Context, task: str, trainer_args: tuple[str, ...], glue_tas
         tuned=tune, max_restarts=max_restarts)
     context = command_context(ctx, opts)
     config = context.config
-    if dry_run and (instance_type or nodes):
+    if dry_run and (instance_type is not None or nodes is not None):
         stack = get_stack(config.stack)
         check_request(request, stack)
         render.launch_plan(dry_run_plan(request, stack, instance_type or config.instance_types[0],
-                                        nodes or config.nodes, config.ssh.user or "ubuntu"))
+                                        config.nodes if nodes is None else nodes, config.ssh.user or "ubuntu"))
         return
     result = train_cmd.run(context, request, render.echo_line, dry_run)
     if isinstance(result, LaunchPlan):
@@ -291,6 +295,12 @@ def main() -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         sys.exit(130)
+    except PermissionError as exc:
+        if debug:
+            raise
+        click.echo(f"error: permission denied: {exc.filename or exc} | hint: it belongs to another user (root?): "
+                   "run as that user (e.g. with sudo), or set XEONCLUSTER_HOME to a folder you own", err=True)
+        sys.exit(1)
     except Exception as exc:  # noqa: BLE001 - a bug still gets one line; --debug shows where
         if debug:
             raise

@@ -22,6 +22,10 @@ IMAGE_PATTERN = re.compile(r"^(auto|none|ami-[0-9a-f]{8,17}|local-[0-9a-f]{8,64}
 INSTANCE_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
 REGION_PATTERN = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 DEFAULT_LOCAL_ROOT = Path("/var/lib/xeoncluster")
+HOMES = Path("/root")
+FLAGS = {"name": "--name", "provider": "--provider", "region": "--region", "profile": "--profile",
+         "nodes": "--nodes", "image": "--image", "stack": "--stack", "market": "--market",
+         "instance_types": "--instance-type"}
 
 
 class _Strict(BaseModel):
@@ -31,7 +35,7 @@ class _Strict(BaseModel):
 class SshSettings(_Strict):
     user: str | None = None
     cidr: str = "auto"
-    timeout: int = Field(300, ge=5, le=3600)
+    timeout: int = Field(300, ge=5, le=3600, strict=True)
     address: Literal["public", "private"] = "public"
 
     @field_validator("cidr")
@@ -52,7 +56,7 @@ class SshSettings(_Strict):
 class LocalSettings(_Strict):
     subnet: str = "10.213.0.0/24"
     root: Path = DEFAULT_LOCAL_ROOT
-    cpus_per_node: int | None = Field(None, ge=1, le=4096)
+    cpus_per_node: int | None = Field(None, ge=1, le=4096, strict=True)
 
     @field_validator("subnet")
     @classmethod
@@ -70,6 +74,8 @@ class LocalSettings(_Strict):
     def _root(cls, value: Path) -> Path:
         if not value.is_absolute():
             raise ValueError("must be an absolute path")
+        if value == HOMES or HOMES in value.parents:
+            raise ValueError("must be outside /root: local nodes' homes are overlaid at /root")
         return value
 
 
@@ -118,7 +124,7 @@ def _http_url(value: str) -> str:
 class ClusterConfig(_Strict):
     name: str = Field("xc", pattern=NAME_PATTERN)
     provider: Literal["aws", "local"] = "aws"
-    nodes: int = Field(2, ge=1, le=256)
+    nodes: int = Field(2, ge=1, le=256, strict=True)
     region: str | None = None
     profile: str | None = None
     instance_types: list[str] = Field(default_factory=lambda: ["c7i.2xlarge"], min_length=1)
@@ -126,12 +132,13 @@ class ClusterConfig(_Strict):
     master_market: Literal["spot", "on-demand"] | None = None
     on_demand_fallback: bool = False
     zones: list[str] = Field(default_factory=list)
-    root_volume_gib: int = Field(100, ge=8, le=16384)
+    root_volume_gib: int = Field(100, ge=8, le=16384, strict=True)
     placement_group: bool = False
     vpc_id: str | None = Field(None, pattern=r"^vpc-[0-9a-f]{8,17}$")
     ssh: SshSettings = Field(default_factory=SshSettings)
     image: str = "auto"
     stack: Literal["stock", "intel"] = "stock"
+    image_strategy: Literal["bake-first", "parallel"] = "bake-first"
     local: LocalSettings = Field(default_factory=LocalSettings)
     pip: PipSettings = Field(default_factory=PipSettings)
     apt: AptSettings = Field(default_factory=AptSettings)
@@ -205,9 +212,12 @@ def default_config_path(cwd: Path | None = None) -> Path | None:
 
 def read_yaml(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror}", hint="pass --config PATH to an existing file") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})",
+                          hint="save the config as UTF-8 YAML") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -245,10 +255,13 @@ def load_config(path: Path | None, overrides: Mapping[str, Any] | None = None) -
     try:
         return ClusterConfig.model_validate(merged)
     except ValidationError as exc:
-        raise ConfigError(describe_error(exc, source, merged)) from None
+        flags = {key: FLAGS[key] for key, value in (overrides or {}).items() if value is not None and key in FLAGS}
+        raise ConfigError(describe_error(exc, source, merged, flags)) from None
 
 
-def describe_error(exc: ValidationError, source: str, data: Mapping[str, Any]) -> str:
+def describe_error(exc: ValidationError, source: str, data: Mapping[str, Any],
+                   flags: Mapping[str, str] | None = None) -> str:
+    """`flags`: config key -> the CLI flag that set it; a bad value from a flag is named by the flag."""
     error = exc.errors()[0]
     loc = [str(part) for part in error["loc"]]
     key = ".".join(loc) or "(top level)"
@@ -256,7 +269,8 @@ def describe_error(exc: ValidationError, source: str, data: Mapping[str, Any]) -
         return f"{source}: unknown key '{key}'{_suggestion(loc)}"
     value = _lookup(data, error["loc"])
     shown = "missing" if value is _MISSING else f"got {value!r}"
-    return f"{source}: {key}: {_allowed(error)} ({shown})"
+    flag = next((flag for name, flag in (flags or {}).items() if key == name or key.startswith(name + ".")), None)
+    return f"{flag}: {_allowed(error)} ({shown})" if flag else f"{source}: {key}: {_allowed(error)} ({shown})"
 
 
 _MISSING = object()

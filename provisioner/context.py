@@ -17,7 +17,7 @@ from .providers import make_provider
 from .providers.base import Provider
 from .providers.local_leftovers import find_local_leftovers
 from .remote import FabricShell, NodeShell, SshIdentity
-from .state import ClusterRecord, StateDir
+from .state import ClusterRecord, StateDir, xeoncluster_home
 
 ProviderFactory = Callable[[ClusterConfig, Callable[[str], None]], Provider]
 ShellFactory = Callable[[SshIdentity], NodeShell]
@@ -58,6 +58,7 @@ def resolve_config(options: Mapping[str, Any], overrides: Mapping[str, Any] | No
     `locate` (down, status): without readable state and without a provider named by --provider or
     the config file, the cluster is looked for among this machine's local leftovers, never on AWS
     by default (that needs credentials and is rarely what was meant); NoStateError if none."""
+    xeoncluster_home()  # a bad XEONCLUSTER_HOME is bad input, not a missing state file
     merged = {k: v for k, v in options.items() if v is not None}
     path: Path | None = merged.pop("config_path", None) or default_config_path()
     values = {key: merged.get(key) for key in TARGET_KEYS} | dict(overrides or {})

@@ -48,6 +48,7 @@ class ImagePlan:
     action: ImageAction
     base_id: str | None = None
     base_note: str = ""  # why base_id is None
+    background: str | None = None  # an image still being baked after `up` (image_strategy: parallel)
 
     @property
     def runs_playbooks(self) -> bool:
@@ -61,6 +62,8 @@ class ImagePlan:
             return f"using the given image {self.image.id}; nothing is baked"  # type: ignore[union-attr]
         if self.action is ImageAction.NONE:
             return "image: none; every node runs the playbooks"
+        if self.background is not None:
+            return f"image {self.background} is being baked in the background (key {key}); later ups reuse it"
         if self.image is not None:
             return f"baked image {self.image.id} (key {key}); later ups reuse it"
         return f"no image for key {key} yet; the master will be configured and baked"

@@ -14,12 +14,16 @@ from typing import Any, Iterator
 
 from pydantic import BaseModel, Field
 
-from .errors import BusyError, XeonClusterError
+from .errors import BusyError, ConfigError, XeonClusterError
 from .providers.base import Node
 
 
 def xeoncluster_home() -> Path:
-    return Path(os.environ.get("XEONCLUSTER_HOME") or Path.home() / ".xeoncluster")
+    home = Path(os.environ.get("XEONCLUSTER_HOME") or Path.home() / ".xeoncluster")
+    if home.exists() and not home.is_dir():
+        raise ConfigError(f"XEONCLUSTER_HOME={home} is not a directory",
+                          hint="point XEONCLUSTER_HOME at a folder (it is created if missing), or unset it")
+    return home
 
 
 class ClusterRecord(BaseModel):

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from training import stack_rules
+from training.glue_data import TASKS as GLUE_TASKS  # no torch/transformers at import: safe on the user's machine
 
 from . import catalog
 from .errors import ConfigError
@@ -64,6 +66,10 @@ class LaunchPlan:
         # than through its launch tree (which it uses on large clusters by default).
         return f"{LAUNCHER_ENV} {render_command(self.argv)}"
 
+    def exec_command(self) -> str:
+        """command() with the launcher exec'ed, so that the remote shell's $$ is mpiexec's pid."""
+        return f"{LAUNCHER_ENV} exec {render_command(self.argv)}"
+
     def to_dict(self) -> dict[str, object]:
         return {"run": self.run, "nodes": [n.name for n in self.nodes], "world_size": self.ranks.world_size,
                 "ranks_per_node": self.ranks.ranks_per_node, "threads_per_rank": self.ranks.threads_per_rank,
@@ -96,11 +102,29 @@ def default_run_name(task: str) -> str:
     return f"{task}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
+def resume_command(request: TrainRequest, cluster: str, run: str) -> str:
+    """The `xeoncluster train` line that continues `run` with the same options (--env values elided)."""
+    args = ["xeoncluster", "train", request.task, "--name", cluster]
+    if request.task == "glue":
+        args += ["--task", request.glue_task]
+    valued = (("--dataset", request.dataset), ("--train-file", request.train_file), ("--eval-file", request.eval_file),
+              ("--model", request.model), ("--ppn", request.ppn), ("--threads", request.threads),
+              ("--fetch-model", request.fetch_model))
+    args += [part for flag, value in valued if value is not None for part in (flag, str(value))]
+    args += [flag for flag, on in (("--demo", request.demo), ("--offline", request.offline),
+                                   ("--no-tune", not request.tuned)) if on]
+    args += [part for name, _ in request.env for part in ("--env", f"{name}=...")]
+    args += ["--run", run, "--resume"]
+    return shlex.join(args + (["--", *request.trainer_args] if request.trainer_args else []))
+
+
 def check_request(request: TrainRequest, stack: Stack) -> None:
     """Impossible combinations fail here, before anything runs."""
     check_run_name(request.run)
     if request.task not in TASKS:
         raise ConfigError(f"unknown task '{request.task}'; choose one of {', '.join(TASKS)}")
+    if request.task == "glue" and request.glue_task not in GLUE_TASKS:
+        raise ConfigError(f"--task {request.glue_task!r}: not a GLUE task; choose one of {', '.join(sorted(GLUE_TASKS))}")
     if request.dataset and (request.train_file or request.demo):
         raise ConfigError("--dataset cannot be combined with --train-file or --demo")
     if request.demo and (request.train_file or request.model):
@@ -207,6 +231,8 @@ def untuned(ranks: RankPlan, extra: dict[str, str]) -> RankPlan:
 
 def dry_run_plan(request: TrainRequest, stack: Stack, instance_type: str, node_count: int, user: str) -> LaunchPlan:
     """For a cluster that does not exist yet: topology from the instance catalog."""
+    if not 1 <= node_count <= 256:
+        raise ConfigError(f"--nodes must be between 1 and 256 (got {node_count})")
     kind = catalog.lookup(instance_type)
     if kind is None:
         hint = catalog.nearest(instance_type)

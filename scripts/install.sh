@@ -13,7 +13,7 @@ export DEBIAN_FRONTEND=noninteractive
 echo "==> OS packages"
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
-    openssh-server openssh-client iproute2 util-linux procps tar ca-certificates \
+    openssh-server openssh-client iproute2 util-linux procps tar ca-certificates nftables \
     libgoogle-perftools4 numactl python3 python3-venv \
     mmdebstrap systemd-container apt-utils dpkg-dev >/dev/null
 echo "==> python packages (xeoncluster[dev,train])"

@@ -13,7 +13,7 @@ from .glue_metrics import glue_scores
 from .sources import load_from_hub
 from .predictions import glue_records
 from .sampling import cap
-from .tasks import Evaluation
+from .evaluation import Evaluation
 
 
 def _tokenize(

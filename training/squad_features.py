@@ -80,17 +80,7 @@ def prepare_train_features(
     tokenized = _tokenize_windows(examples, tokenizer, cfg)
     sample_mapping = tokenized.pop("overflow_to_sample_mapping")
     offset_mapping = tokenized.pop("offset_mapping")
-    context_id = _context_index(tokenizer)
-    starts, ends = [], []
-    for i, offsets in enumerate(offset_mapping):
-        input_ids = tokenized["input_ids"][i]
-        cls_index = input_ids.index(tokenizer.cls_token_id) if tokenizer.cls_token_id in input_ids else 0
-        answers = examples["answers"][sample_mapping[i]]
-        start, end = _answer_positions(offsets, tokenized.sequence_ids(i), answers, cls_index, context_id)
-        starts.append(start)
-        ends.append(end)
-    tokenized["start_positions"] = starts
-    tokenized["end_positions"] = ends
+    _label_windows(tokenized, offset_mapping, examples, sample_mapping, tokenizer, _context_index(tokenizer))
     return dict(tokenized)
 
 
@@ -117,10 +107,17 @@ def _add_eval_positions(
     tokenized: Any, examples: Mapping[str, list[Any]], sample_mapping: list[int], tokenizer: Any, context_id: int
 ) -> None:
     """Labels for the first gold answer, so evaluation also reports a loss (offsets are already masked)."""
+    offsets = [[o if o is not None else (0, 0) for o in window] for window in tokenized["offset_mapping"]]
+    _label_windows(tokenized, offsets, examples, sample_mapping, tokenizer, context_id)
+
+
+def _label_windows(tokenized: Any, offset_mapping: list[Any], examples: Mapping[str, list[Any]],
+                   sample_mapping: list[int], tokenizer: Any, context_id: int) -> None:
+    """start/end token positions of each window's sample's answer (the CLS token when it is not inside)."""
     starts, ends = [], []
-    for i, input_ids in enumerate(tokenized["input_ids"]):
+    for i, offsets in enumerate(offset_mapping):
+        input_ids = tokenized["input_ids"][i]
         cls_index = input_ids.index(tokenizer.cls_token_id) if tokenizer.cls_token_id in input_ids else 0
-        offsets = [o if o is not None else (0, 0) for o in tokenized["offset_mapping"][i]]
         answers = examples["answers"][sample_mapping[i]]
         start, end = _answer_positions(offsets, tokenized.sequence_ids(i), answers, cls_index, context_id)
         starts.append(start)

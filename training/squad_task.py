@@ -20,7 +20,7 @@ from .squad_features import (
 from .squad_metrics import squad_scores
 from .predictions import squad_files
 from .sampling import cap
-from .tasks import Evaluation
+from .evaluation import Evaluation
 
 _EVAL_ONLY_COLUMNS = ("example_id", "offset_mapping")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..context import CommandContext
+from ..errors import XeonClusterError
 from ..providers.base import Removed
 from ..state import StateDir
 
@@ -25,12 +26,24 @@ def run(ctx: CommandContext, purge_images: bool = False, force: bool = False) ->
 
 
 def _remove(ctx: CommandContext, purge_images: bool) -> DownResult:
+    _mark_removing(ctx)
     with ctx.reporter.step(f"removing cluster '{ctx.config.name}'"):
         removed = ctx.provider.terminate(ctx.config)
         if purge_images:
             removed = removed.merge(ctx.provider.purge_images(ctx.config))
         ctx.state.remove()
     return DownResult(ctx.config.name, removed)
+
+
+def _mark_removing(ctx: CommandContext) -> None:
+    """A run that `--force` pulls the nodes from must see a removal, not node losses to recover from."""
+    try:
+        record = ctx.state.load()
+    except XeonClusterError:
+        return
+    if record is not None:
+        record.status = "removing"
+        ctx.state.save(record)
 
 
 def forget(name: str) -> None:

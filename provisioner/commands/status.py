@@ -34,10 +34,18 @@ def run(ctx: CommandContext) -> StatusResult:
     nodes = ctx.provider.nodes(ctx.config)
     running = [n for n in nodes if n.state == "running"]
     reach = _reachability(ctx, running) if running and ctx.state.known_hosts.exists() else {}
-    record = ctx.state.load()
-    replaced = set(record.replaced) if record else set()
+    replaced = _replaced(ctx)
     rows = tuple(NodeStatus(n, *reach.get(n.name, (False, n.state)), replaced=n.name in replaced) for n in nodes)
     return StatusResult(ctx.config.name, ctx.config.provider, rows)
+
+
+def _replaced(ctx: CommandContext) -> set[str]:
+    """Nodes replaced since `up`, from state; a state file that can't be read only loses this mark."""
+    try:
+        record = ctx.state.load()
+    except XeonClusterError:
+        return set()
+    return set(record.replaced) if record else set()
 
 
 def _reachability(ctx: CommandContext, nodes: list[Node]) -> dict[str, tuple[bool, str]]:
@@ -55,3 +63,11 @@ def _reachability(ctx: CommandContext, nodes: list[Node]) -> dict[str, tuple[boo
             return dict(zip((n.name for n in nodes), pool.map(probe, nodes)))
     finally:
         shell.close()
+
+
+def check_all_up(result: StatusResult) -> None:
+    down = [row.node.name for row in result.nodes if not row.answers]
+    if down:
+        raise XeonClusterError(f"cluster '{result.cluster}': {', '.join(down)} down ({len(down)} of "
+                               f"{len(result.nodes)} node(s))",
+                               hint=f"`xeoncluster down --name {result.cluster}` and `up` again to replace them")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from ..context import CommandContext
-from ..errors import ConfigError, RemoteError, TrainingError
+from ..errors import ConfigError, RemoteError, TrainingError, XeonClusterError
 from ..package_sync import package_files, sync_data_file, sync_tree
 from ..paths import project_file
 from ..remote import CommandResult, NodeShell, RemoteFile
@@ -20,9 +20,10 @@ from ..topology import CpuTopology, parse_probe, probe_command
 from .train_failure import failure_line
 from .train_recovery import EXIT_INTERRUPTED, Restart, interrupted_error, last_step, lost_nodes, replace_lost, restore_checkpoint
 from ..train_plan import (ENV_FILE, LaunchPlan, TrainRequest, build_plan, check_request, check_run_name,
-                          default_run_name, env_file_text)
+                          default_run_name, env_file_text, resume_command)
 
 T = TypeVar("T")
+LAUNCHER_PID = "launcher.pid"
 
 # What a run leaves next to metrics.json on the master; each exists only when the run had something to put in it.
 OPTIONAL_RESULTS = ("predictions.json", "null_odds.json", "loss.png")
@@ -199,6 +200,8 @@ class TrainRunner:
             handle.write(f"$ {plan.command()}\n")
 
             def sink(_node: str, line: str) -> None:
+                if handle.closed:  # the stream's last lines after an interrupt
+                    return
                 handle.write(line + "\n")
                 handle.flush()
                 self.echo(line)
@@ -218,11 +221,16 @@ class TrainRunner:
     def _recover(self, shell: NodeShell, plan: LaunchPlan, result: CommandResult, log: Path) -> Restart | None:
         """Replace what the run lost and restore the newest checkpoint; None when no node was lost."""
         started = time.monotonic()
-        record = self.ctx.require_up()
+        try:
+            record = self.ctx.state.load()
+        except XeonClusterError:
+            record = None
+        if record is None or record.status != "ready" or not log.exists():
+            return None  # `down --force` is taking the cluster away: nothing to recover into
         text = log.read_text()
         lost = lost_nodes(self.ctx, record, shell, result.exit_code, text)
-        if not lost:
-            return None
+        if not lost or len(lost) == len(record.nodes):
+            return None  # no survivor holds a checkpoint or the run: that is the cluster gone, not a node
         names = ", ".join(node.name for node, _ in lost)
         self.ctx.reporter.warn(f"run {plan.run} lost {names} ({'; '.join(why for _, why in lost)}); recovering")
         master = self.nodes[0] if all(node.name != self.nodes[0].name for node, _ in lost) else None
@@ -258,10 +266,29 @@ class TrainRunner:
     def _stream(self, shell: NodeShell, plan: LaunchPlan, sink: Callable[[str, str], None],
                 log: Path) -> CommandResult:
         master = self.nodes[0]
+        pid_file = f"~/{PACKAGE_ROOT}/runs/{plan.run}/{LAUNCHER_PID}"
+        command = f"mkdir -p ~/{PACKAGE_ROOT}/runs/{plan.run} && echo $$ > {pid_file} && {plan.exec_command()}"
         try:
-            return shell.stream([master], plan.command(), sink)[master.name]
+            return shell.stream([master], command, sink)[master.name]
         except RemoteError as exc:
             return CommandResult(master.name, -1, "", exc.message)
+        except KeyboardInterrupt:
+            self._stop(pid_file)
+            error = TrainingError(f"interrupted: run {plan.run} stopped on every node", log=log,
+                                  hint=f"continue it with `{resume_command(self.request, self.ctx.config.name, plan.run)}`")
+            error.exit_code = 130
+            raise error from None
+
+    def _stop(self, pid_file: str) -> None:
+        """SIGINT to mpiexec on the master (over a new connection), which stops every rank; KILL if it lingers."""
+        master = self.nodes[0]
+        stop = (f"pid=$(cat {pid_file} 2>/dev/null) || exit 0; kill -INT $pid 2>/dev/null || exit 0; "
+                "for i in $(seq 50); do kill -0 $pid 2>/dev/null || exit 0; sleep 0.2; done; kill -KILL $pid")
+        self.ctx.reporter.info(f"interrupted: stopping the run on {master.name}")
+        try:
+            self._with_shell(lambda shell: shell.run([master], stop))
+        except RemoteError as exc:
+            self.ctx.reporter.warn(f"could not stop the run on {master.name}: {exc.message}")
 
     def _lost(self, plan: LaunchPlan, log: Path, detail: str) -> TrainingError:
         """The SSH session to the master ended without the job's exit status (node gone, `down --force`)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
-from typing import Callable
+from typing import Callable, TypeVar
 
 from ..bake_lock import BakeLock
 from ..context import CommandContext
@@ -25,6 +25,7 @@ from .up_nodes import (GROW_ROOT_FS, IMAGE_PREPARE, IMAGE_RESTORE, add_nodes, ch
 from .up_rollback import rollback
 
 Step = tuple[str, Callable[[], None]]
+T = TypeVar("T")
 
 
 @dataclass
@@ -144,19 +145,27 @@ class UpSteps:
         nodes = self.ctx.config.nodes
         steps: list[Step] = [("prepare: key, network", self.prepare), (f"image: {self.image.action.value}", self.use_image),
                              ("launch master", self.launch_master)]
-        if self.image.runs_playbooks:
-            steps.append(("configure nodes (playbooks)", self.configure))
-        if self.image.action is ImageAction.BAKE:
-            steps.append(("bake image", self.bake))
-            if self._grown_root():
-                steps.append((f"grow the master's disk to {self.ctx.config.root_volume_gib} GiB", self.grow_master))
-        if nodes > 1 and self.image.action is not ImageAction.NONE:
-            steps.append((f"launch {nodes - 1} worker(s)", self.launch_workers))
+        workers = [(f"launch {nodes - 1} worker(s)", self.launch_workers)] if nodes > 1 else []
+        grow = [(f"grow the master's disk to {self.ctx.config.root_volume_gib} GiB", self.grow_master)] \
+            if self._grown_root() else []
+        if self._in_background():
+            # Every node starts from the base and is configured at once; the image is only for later ups.
+            steps += workers + [("configure nodes (playbooks)", self.configure),
+                                ("start baking the image in the background", self.bake_in_background)] + grow
+        else:
+            steps += [("configure nodes (playbooks)", self.configure)] if self.image.runs_playbooks else []
+            steps += [("bake image", self.bake)] + grow if self.image.action is ImageAction.BAKE else []
+            steps += workers if self.image.action is not ImageAction.NONE else []
         steps.append(("write ssh config and hostfile on the master", self.write_files))
         # Itself included: this proves the key, config and pinned keys written on the master work,
         # which matters even on one node (Hydra falls back to ssh when it can't tell a host is local).
         steps.append(("check the master reaches every node by name", self.check_reach))
         return steps
+
+    def _in_background(self) -> bool:
+        """image_strategy: parallel, where the cloud can finish an image while the node works on."""
+        return (self.image.action is ImageAction.BAKE and self.ctx.config.image_strategy == "parallel"
+                and self.ctx.provider.bakes_in_background)
 
     def prepare(self) -> None:
         self.ctx.state.ensure_key()
@@ -201,8 +210,21 @@ class UpSteps:
         self.record.add_resources("image", [baked.id])
         self.bake_lock.release()
 
+    def bake_in_background(self) -> None:
+        master = self.record.node_list()[0]
+        image_id = self._with_identity_set_aside(master, lambda restore: self.ctx.provider.start_bake(
+            self.ctx.config, master, str(self.image.key), on_snapshot=restore))
+        self.image = ImagePlan(self.image.key, None, ImageAction.BAKE, self.image.base_id, background=image_id)
+        self.record.image = {"key": self.image.key, "action": "bake", "image": None, "background": image_id}
+        self.record.add_resources("image", [image_id])
+        self.bake_lock.release()
+
     def _bake_clean(self, master: Node) -> Image:
         """Bake with the master's own identity left out of the image, and put back right after the snapshot."""
+        return self._with_identity_set_aside(master, lambda restore: self.ctx.provider.bake(
+            self.ctx.config, master, str(self.image.key), on_snapshot=restore))
+
+    def _with_identity_set_aside(self, master: Node, snapshot: Callable[[Callable[[], None]], T]) -> T:
         restored: list[bool] = []
 
         def restore() -> None:
@@ -212,7 +234,7 @@ class UpSteps:
 
         run_on_master(self.ctx, master, self.shell, IMAGE_PREPARE, "preparing the master for its image")
         try:
-            return self.ctx.provider.bake(self.ctx.config, master, str(self.image.key), on_snapshot=restore)
+            return snapshot(restore)
         finally:
             restore()
 

@@ -18,7 +18,9 @@ def rollback(ctx: CommandContext, step: str, exc: BaseException, keep: bool) -> 
     reason = "interrupted (Ctrl-C)" if interrupted else _describe(exc)
     reporter.log(f"step '{step}' failed: {reason}")
     if keep:
-        return _keep(ctx, step, reason)
+        kept = _keep(ctx, step, reason)
+        kept.exit_code = 130 if interrupted else kept.exit_code
+        return kept
     reporter.info(f"up failed at '{step}'; removing what it created")
     try:
         removed = ctx.provider.terminate(ctx.config)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 class AwsProvider(Provider):
     name = "aws"
     announces_interruptions = True
+    bakes_in_background = True
     bake_root_gib = aws_images.BAKE_ROOT_GIB
 
     def __init__(self, region: str, profile: str | None = None,
@@ -136,7 +137,31 @@ class AwsProvider(Provider):
 
     def find_image(self, key: str) -> Image | None:
         with translated(f"looking up the image for key {key[:16]}"):
-            return aws_images.find_image(self.ec2, key)
+            found = aws_images.find_image(self.ec2, key)
+            pending = None if found else aws_images.pending_image(self.ec2, key)
+        return found or (self._wait_for_background_bake(pending) if pending else None)
+
+    def _wait_for_background_bake(self, image_id: str) -> Image | None:
+        """An earlier `up` left this image baking: wait for it rather than bake the same key twice.
+        If it failed, say so and remove it: the caller bakes again."""
+        self.events(f"image {image_id} for this key is still being baked (by an earlier up); waiting for it")
+        try:
+            with translated(f"waiting for image {image_id}"):
+                self.ec2.get_waiter("image_available").wait(ImageIds=[image_id], WaiterConfig=self.image_wait)
+                return self.get_image(image_id)
+        except ProviderError as exc:
+            self.events(f"warning: the background bake of {image_id} failed ({exc.message}); baking again")
+            aws_images.remove_image(self.ec2, image_id, self.sleep)
+            return None
+
+    def start_bake(self, cluster: "ClusterConfig", node: Node, key: str,
+                   on_snapshot: Callable[[], None] | None = None) -> str:
+        with translated(f"baking an image from {node.name} ({node.id})"):
+            image_id = aws_images.start_bake(self.ec2, cluster.name, node.id, key)
+        if on_snapshot is not None:
+            on_snapshot()
+        self.events(f"image {image_id} is being baked from {node.name} in the background; later ups reuse it")
+        return image_id
 
     def get_image(self, image_id: str) -> Image | None:
         with translated(f"describing image {image_id}"):

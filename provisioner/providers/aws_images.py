@@ -67,6 +67,22 @@ def find_image(ec2: Any, key: str) -> Image | None:
     return to_image(max(found, key=lambda i: i.get("CreationDate", "")))
 
 
+def pending_image(ec2: Any, key: str) -> str | None:
+    """An image of this key still being made (a bake an earlier `up` left running in the background)."""
+    found = ec2.describe_images(Owners=["self"], Filters=image_key_filter(key) + [
+        {"Name": "state", "Values": ["pending"]}])["Images"]
+    return str(max(found, key=lambda i: i.get("CreationDate", ""))["ImageId"]) if found else None
+
+
+def start_bake(ec2: Any, cluster: str, instance_id: str, key: str) -> str:
+    """CreateImage and return at once; EC2 finishes the image in the background."""
+    tags = cluster_tags(cluster, "image", **{TAG_IMAGE_KEY: key, "Name": f"xeoncluster-{key[:16]}"})
+    made = guarded(f"creating an image of {instance_id}", lambda: ec2.create_image(
+        InstanceId=instance_id, Name=image_name(cluster, key), NoReboot=True,
+        Description=f"xeoncluster image {key[:16]}", TagSpecifications=tag_specs(tags, "image", "snapshot")))
+    return str(made["ImageId"])
+
+
 def own_images(ec2: Any) -> list[Image]:
     found = ec2.describe_images(Owners=["self"], Filters=[{"Name": "tag-key", "Values": [TAG_IMAGE_KEY]}])["Images"]
     return sorted((to_image(i) for i in found), key=lambda i: i.created or "", reverse=True)
@@ -79,11 +95,7 @@ def image_name(cluster: str, key: str) -> str:
 
 def bake(ec2: Any, cluster: str, instance_id: str, key: str, wait: dict[str, int],
          sleep: Callable[[float], None] = time.sleep, on_snapshot: Callable[[], None] | None = None) -> Image:
-    tags = cluster_tags(cluster, "image", **{TAG_IMAGE_KEY: key, "Name": f"xeoncluster-{key[:16]}"})
-    made = guarded(f"creating an image of {instance_id}", lambda: ec2.create_image(
-        InstanceId=instance_id, Name=image_name(cluster, key), NoReboot=True,
-        Description=f"xeoncluster image {key[:16]}", TagSpecifications=tag_specs(tags, "image", "snapshot")))
-    image_id = made["ImageId"]
+    image_id = start_bake(ec2, cluster, instance_id, key)
     try:
         # EBS snapshots are point-in-time at CreateImage: the instance may change from here on.
         if on_snapshot is not None:

@@ -111,6 +111,8 @@ class Provider(ABC):
     # Nodes that are this machine (namespaces) share its OS packages and files, and reach no
     # network beyond the cluster: OS changes are only checked, and packages come from the host.
     shares_host: ClassVar[bool] = False
+    # An image can be taken from a running node and finished by the cloud while the node works on.
+    bakes_in_background: ClassVar[bool] = False
     # Nodes learn of a reclaim in advance (EC2 spot: IMDS spot/instance-action about 2 minutes ahead).
     announces_interruptions: ClassVar[bool] = False
     # The root disk a master is launched with when it will be baked; None: disks have no size here.
@@ -165,6 +167,11 @@ class Provider(ABC):
         """Not supported: no out-of-band host keys, so they are trusted on first use.
         (Where supported, this may wait a while for the keys to appear.)"""
         return []
+
+    def start_bake(self, cluster: "ClusterConfig", node: Node, key: str,
+                   on_snapshot: Callable[[], None] | None = None) -> str:
+        """Start an image and return its id without waiting. Not supported: see bakes_in_background."""
+        raise ProviderError(f"the {self.name} provider cannot bake in the background")
 
     def remove_node(self, cluster: "ClusterConfig", node: Node) -> Removed:
         """Not supported: nodes can only be removed with the whole cluster."""

@@ -24,7 +24,7 @@ from .local_node import (SSHD, NodePaths, cpu_list, node_boot_script, remove_tre
 if TYPE_CHECKING:
     from ..config import ClusterConfig
 
-REQUIRED_TOOLS = ("ip", "unshare", "nsenter", "ssh-keygen", "tar")
+REQUIRED_TOOLS = ("ip", "unshare", "nsenter", "ssh-keygen", "tar", "nft")
 
 
 class LocalProvider(Provider):
@@ -75,8 +75,9 @@ class LocalProvider(Provider):
             missing.append("taskset")
         if missing:
             raise ConfigError(f"the local provider needs {', '.join(missing)}, which this machine lacks",
-                              hint="apt-get install iproute2 util-linux openssh-server openssh-client tar")
+                              hint="apt-get install iproute2 util-linux openssh-server openssh-client tar nftables")
         self._check_subnet(cluster.local.subnet)
+        net.check_free_addresses(cluster.local.subnet, cluster.nodes)
         if cluster.ssh.user != "root":
             raise ConfigError(f"ssh.user: the local provider logs in as root (got {cluster.ssh.user!r})",
                               hint="remove ssh.user or set it to root")
@@ -193,9 +194,13 @@ class LocalProvider(Provider):
         net.kill_pids(stray_sshd_pids(paths.root))
         remove_tree(paths.root)
         self._write_hosts(cluster.name)
+        net.forget_address(node.private_ip, [info.name for info in net.cluster_namespaces(cluster.name)])
         return Removed({"namespaces": [ns], "processes": pids})
 
     def terminate(self, cluster: "ClusterConfig") -> Removed:
+        if os.geteuid() != 0:
+            raise ConfigError("the local provider needs root to remove a local cluster (namespaces, mounts)",
+                              hint=f"run it as root, e.g. `sudo xeoncluster down --name {cluster.name}`")
         removed: dict[str, list[str]] = {"namespaces": [], "processes": [], "bridge": []}
         for info in net.cluster_namespaces(cluster.name):
             removed["processes"] += [str(p) for p in net.namespace_pids(info.name)]
@@ -206,6 +211,7 @@ class LocalProvider(Provider):
         removed["processes"] += [str(p) for p in stray]
         remove_tree(self.cluster_dir(cluster.name))
         with self._host_lock():
+            net.delete_cluster_veths(cluster.name, cluster.local.subnet)
             removed["bridge"] = net.remove_bridge_if_unused(cluster.local.subnet)
         return Removed({k: v for k, v in removed.items() if v})
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import local_net as net
-from .local_node import is_sshd
+from .local_node import sshd_processes
 
 
 @dataclass(frozen=True)
@@ -49,14 +49,8 @@ def sshd_roots(cluster: str) -> list[Path]:
     """local.root of every sshd still serving a node of `cluster`, in or out of its namespace."""
     pattern = re.compile(rf"(?:^|\s)-f\s+(/\S*)/clusters/{re.escape(cluster)}/node\d+/sshd_config(?:\s|$)")
     roots: list[Path] = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        match = pattern.search(cmdline) if is_sshd(cmdline) else None
+    for _, cmdline in sshd_processes():
+        match = pattern.search(cmdline)
         if match and Path(match.group(1)) not in roots:
             roots.append(Path(match.group(1)))
     return roots

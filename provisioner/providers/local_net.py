@@ -14,9 +14,10 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from ..errors import ProviderError
+from ..errors import ConfigError, ProviderError
 
 NETNS_PREFIX = "xc-"
+MAX_NODES = 256
 
 
 def sh(argv: list[str], check: bool = True, input_text: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -92,28 +93,86 @@ def allocate_ips(subnet: str, count: int) -> list[str]:
     return free[:count]
 
 
+def check_free_addresses(subnet: str, count: int) -> None:
+    """Preflight: before anything exists, not after the master is up."""
+    taken = used_ips() | {gateway(subnet)}
+    free = sum(1 for host in ipaddress.IPv4Network(subnet).hosts() if str(host) not in taken)
+    if free < count:
+        raise ConfigError(f"local.subnet {subnet} has {free} free address(es) for {count} node(s)",
+                          hint="choose a larger local.subnet (e.g. a /16) or fewer --nodes")
+
+
 def ensure_bridge(subnet: str) -> bool:
-    """Create the bridge for this subnet if missing. Returns True if it was created here."""
+    """Create the bridge for this subnet (and its firewall) if missing. Returns True if it was created here."""
     bridge = bridge_name(subnet)
     if sh(["ip", "link", "show", bridge], check=False).returncode == 0:
+        ensure_firewall(subnet)
         return False
     prefix = ipaddress.IPv4Network(subnet).prefixlen
+    ensure_firewall(subnet)
     sh(["ip", "link", "add", bridge, "type", "bridge"])
     sh(["ip", "addr", "add", f"{gateway(subnet)}/{prefix}", "dev", bridge])
     sh(["ip", "link", "set", bridge, "up"])
     return True
 
 
-def bridge_in_use(bridge: str) -> bool:
+def firewall_table(subnet: str) -> str:
+    return f"xeoncluster_{bridge_name(subnet)}"
+
+
+def ensure_firewall(subnet: str) -> None:
+    """Nodes reach their peers over the bridge, but no service of this host: whatever arrives from the
+    bridge for the host itself (its bridge address or any other) is dropped, except replies to
+    connections the host opened (SSH to the nodes)."""
+    table = firewall_table(subnet)
+    if sh(["nft", "list", "table", "inet", table], check=False).returncode == 0:
+        return
+    bridge = bridge_name(subnet)
+    sh(["nft", "-f", "-"], input_text=(
+        f"table inet {table} {{\n"
+        "  chain input {\n"
+        "    type filter hook input priority filter; policy accept;\n"
+        f'    iifname "{bridge}" ct state established,related accept\n'
+        f'    iifname "{bridge}" counter drop\n'
+        "  }\n"
+        "}\n"))
+
+
+def remove_firewall(subnet: str) -> None:
+    sh(["nft", "delete", "table", "inet", firewall_table(subnet)], check=False)
+
+
+def bridge_members(bridge: str) -> set[str]:
     out = sh(["ip", "-j", "link", "show", "master", bridge], check=False).stdout.strip()
-    return bool(out and json.loads(out))
+    return {link["ifname"] for link in json.loads(out)} if out else set()
+
+
+def bridge_in_use(bridge: str) -> bool:
+    return bool(bridge_members(bridge))
+
+
+def delete_cluster_veths(cluster: str, subnet: str, wait: float = 3.0) -> None:
+    """Delete the host side of the cluster's veths now. Deleting a namespace destroys its veth only
+    when the kernel gets round to the namespace's cleanup, and a bridge that still shows one of
+    them as a member would be kept. This also catches the veth of a node whose namespace is gone."""
+    bridge = bridge_name(subnet)
+    ours = {veth_name(cluster, f"node{index}") for index in range(MAX_NODES)}
+    for veth in sorted(bridge_members(bridge) & ours):
+        sh(["ip", "link", "del", veth], check=False)
+    deadline = time.monotonic() + wait
+    while bridge_members(bridge) & ours and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def remove_bridge_if_unused(subnet: str) -> list[str]:
     bridge = bridge_name(subnet)
-    if sh(["ip", "link", "show", bridge], check=False).returncode != 0 or bridge_in_use(bridge):
+    if sh(["ip", "link", "show", bridge], check=False).returncode != 0:
+        remove_firewall(subnet)
+        return []
+    if bridge_in_use(bridge):
         return []
     sh(["ip", "link", "del", bridge], check=False)
+    remove_firewall(subnet)
     return [bridge]
 
 
@@ -162,3 +221,14 @@ def _alive(pid: int) -> bool:
             return handle.read().split()[2] != "Z"
     except OSError:
         return False
+
+
+def forget_address(ip: str, namespaces: list[str]) -> None:
+    """Drop `ip` from the host's and the nodes' ARP caches: a replacement node may get the address of
+    the node it replaces, and a cached entry for the old MAC would keep peers from reaching it for
+    tens of seconds."""
+    if not ip:
+        return
+    sh(["ip", "neigh", "flush", "to", ip], check=False)
+    for ns in namespaces:
+        sh(["ip", "-n", ns, "neigh", "flush", "to", ip], check=False)

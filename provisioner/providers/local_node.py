@@ -6,6 +6,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from ..errors import ProviderError
 from . import local_net as net
@@ -120,10 +121,8 @@ def is_sshd(cmdline: str) -> bool:
     return cmdline.startswith(SSHD) or cmdline.startswith(f"sshd: {SSHD} ")
 
 
-def stray_sshd_pids(cluster_dir: Path) -> list[int]:
-    """sshd daemons whose config lives under this cluster's folder, even if their namespace is gone."""
-    needle = str(cluster_dir) + "/"
-    pids = []
+def sshd_processes() -> Iterator[tuple[int, str]]:
+    """(pid, command line) of every sshd on this machine, in any namespace."""
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -131,6 +130,11 @@ def stray_sshd_pids(cluster_dir: Path) -> list[int]:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if is_sshd(cmdline) and needle in cmdline:
-            pids.append(int(proc.name))
-    return pids
+        if is_sshd(cmdline):
+            yield int(proc.name), cmdline
+
+
+def stray_sshd_pids(cluster_dir: Path) -> list[int]:
+    """sshd daemons whose config lives under this cluster's folder, even if their namespace is gone."""
+    needle = str(cluster_dir) + "/"
+    return [pid for pid, cmdline in sshd_processes() if needle in cmdline]

@@ -147,7 +147,7 @@ def test_status_table_shows_state_market_zone_addresses_and_price(xc, shell, ec2
     assert xc("up", "--name", "t1", "--nodes", "2").code == 0
     shell.exit_with(lambda c: c.node == "node1" and c.command == "true", 255, "Connection refused")
     run = xc("status", "--name", "t1")
-    assert run.code == 0, run.err
+    assert run.code == 1 and "node1 down" in run.err, run.err  # a node is down: the table, then exit 1
     header = next(line for line in run.out.splitlines() if "node" in line and "market" in line)
     for column in ("state", "ssh", "address", "private ip", "market", "zone", "type", "$/h"):
         assert column in header
@@ -287,3 +287,22 @@ def test_the_image_is_taken_after_sync_and_without_the_masters_identity(xc, shel
     assert "mv ~/.ssh/authorized_keys.xc-bake ~/.ssh/authorized_keys" in after
     assert "mv /var/lib/cloud.xc-bake /var/lib/cloud" in after
     assert sum("authorized_keys.xc-bake ~/.ssh" in c for c in shell.commands("node0")) == 1
+
+
+def test_parallel_strategy_configures_every_node_at_once_and_bakes_in_the_background(xc, shell, ec2, aws):
+    from pathlib import Path
+
+    Path("cluster.yaml").write_text("image_strategy: parallel\n")
+    run = xc("up", "--name", "t1", "--nodes", "3")
+    assert run.code == 0, run.err
+    ops = aws.mutating()
+    assert ops.index("RunInstances") < ops.index("CreateImage") and ops.count("RunInstances") == 2
+    assert ops.index("CreateImage") > [i for i, op in enumerate(ops) if op == "RunInstances"][-1]
+    raw = instances(ec2)
+    assert {i["ImageId"] for i in raw} == {UBUNTU_AMI}  # workers did not wait for the image
+    for node in names(3):  # the playbooks ran on every node
+        assert any("pip install" in c for c in shell.playbook_commands(node)), node
+    assert "is being baked in the background" in run.out
+    [image] = own_images(ec2, "t1")
+    assert xc("up", "--name", "t2", "--nodes", "2").code == 0  # a later up reuses it
+    assert {i["ImageId"] for i in instances(ec2, "t2")} == {image["ImageId"]}

@@ -103,11 +103,20 @@ def test_killed_sshd_shows_as_down(local_env: LocalEnv, warm_image: str) -> None
         pid_file = local_env.root / "clusters" / name / "node1" / "sshd.pid"
         os.kill(int(pid_file.read_text()), signal.SIGKILL)
         time.sleep(0.5)
-        data = json.loads(local_env.ok("status", "--name", name, "--json").out)
-        answers = {n["name"]: n["answers"] for n in data["nodes"]}
+        status = local_env.cli("status", "--name", name, "--json")
+        assert status.code == 1 and "node1 down (1 of 3 node(s))" in status.err.strip().splitlines()[-1]
+        answers = {n["name"]: n["answers"] for n in json.loads(status.out)["nodes"]}
         assert answers == {"node0": True, "node1": False, "node2": True}
-        table = local_env.ok("status", "--name", name).out
-        assert "DOWN" in table
+        table = local_env.cli("status", "--name", name)
+        assert table.code == 1 and "DOWN" in table.out
+        # `up` names the dead node and replaces it under its name (the recovery issue).
+        again = local_env.ok("up", "--name", name)
+        assert "node1 is down (stopped); replacing it" in again.err and "replaced node1" in again.out
+        subprocess.run(["ip", "netns", "del", f"xc-{name}-node2"], check=True)
+        gone = local_env.ok("up", "--name", name)
+        assert "node2 is down (gone); replacing it" in gone.err
+        healthy = local_env.ok("status", "--name", name, "--json")
+        assert all(n["answers"] for n in json.loads(healthy.out)["nodes"])
     finally:
         local_env.ok("down", "--name", name)
     assert leftovers(local_env, name) == {"namespaces": [], "processes": [], "mounts": [], "files": []}
@@ -233,3 +242,40 @@ def test_up_after_a_kept_failure_pins_the_new_host_keys(local_env: LocalEnv, war
     finally:
         local_env.cli("down", "--name", name)
     assert leftovers(local_env, name)["namespaces"] == []
+
+
+def test_nodes_reach_their_peers_but_not_the_hosts_services(local_env: LocalEnv, cluster3: str) -> None:
+    """A service the host runs on the bridge address is out of a node's reach; node-to-node SSH is not."""
+    import socket
+    import threading
+
+    from provisioner.providers.local_net import gateway
+    from tests.e2e.conftest import SUBNET
+
+    host = gateway(SUBNET)
+    server = socket.create_server((host, 0))
+    port = server.getsockname()[1]
+    server.settimeout(15)
+    accepted: list[str] = []
+
+    def serve() -> None:
+        try:
+            conn, _ = server.accept()
+            accepted.append("yes")
+            conn.close()
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        probe = f"timeout 3 bash -c 'exec 3<>/dev/tcp/{host}/{port}' && echo open || echo closed"
+        out = local_env.cli("exec", "--name", cluster3, "--node", "node1", "--", probe).out
+        assert "closed" in out and "open" not in out, out
+        assert accepted == []
+        peers = local_env.ok("ssh", "--name", cluster3, "node0", "--",
+                             "ssh -o BatchMode=yes node1 hostname && ssh -o BatchMode=yes node2 hostname").out
+        assert peers.split() == ["node1", "node2"]
+    finally:
+        server.close()
+        thread.join(timeout=20)

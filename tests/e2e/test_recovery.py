@@ -7,7 +7,6 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from tests.e2e.conftest import LocalEnv, leftovers
 

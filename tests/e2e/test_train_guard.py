@@ -15,7 +15,7 @@ from typing import Iterator
 import pytest
 
 from tests.e2e.conftest import LocalEnv, leftovers
-from tests.e2e.test_train import rank_processes, run_dir
+from tests.e2e.test_train import run_dir
 
 
 @pytest.fixture(scope="module")
@@ -51,11 +51,27 @@ def error_line(err: str) -> str:
     return errors[0]
 
 
-def no_ranks_left() -> bool:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and (rank_processes(0) or rank_processes(1)):
+def cluster_ranks(cluster: str) -> list[int]:
+    """`python -m training` processes in this cluster's namespaces (other tests on this machine may train too)."""
+    found = []
+    for node in ("node0", "node1"):
+        pids = subprocess.run(["ip", "netns", "pids", f"xc-{cluster}-{node}"], capture_output=True,
+                              text=True).stdout.split()
+        for pid in pids:
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"-m" in cmdline and b"training" in cmdline:
+                found.append(int(pid))
+    return found
+
+
+def no_ranks_left(cluster: str, wait: float = 30) -> bool:
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline and cluster_ranks(cluster):
         time.sleep(0.2)
-    return not rank_processes(0) and not rank_processes(1)
+    return not cluster_ranks(cluster)
 
 
 def test_second_train_up_and_down_are_refused_while_a_run_holds_the_cluster(local_env: LocalEnv,
@@ -90,7 +106,6 @@ def test_down_force_during_train_names_the_lost_master(local_env: LocalEnv, warm
         line = err.strip().splitlines()[-1]
         assert "lost connection to node0 (master)" in line and "run forced" in line
         assert f"log: {log}" in line
-        assert no_ranks_left()
         assert leftovers(local_env, name) == {"namespaces": [], "processes": [], "mounts": [], "files": []}
     finally:
         if proc.poll() is None:
@@ -144,3 +159,23 @@ def test_env_values_reach_the_ranks_but_no_argv_log_or_launch_json(local_env: Lo
     out = local_env.ok("exec", "--name", guard_cluster, "--", check).out
     assert sorted(line.replace(" ", "") for line in out.splitlines()) == ["node0|1", "node0|600", "node1|1",
                                                                           "node1|600"]
+
+
+def test_ctrl_c_names_the_run_its_log_and_the_resume_command(local_env: LocalEnv, guard_cluster: str) -> None:
+    proc = start_train(local_env, guard_cluster, "intr", 5000, "--offline")
+    try:
+        log = wait_for_steps(local_env, guard_cluster, "intr", proc)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + err
+    line = error_line(err)
+    assert "interrupted: run intr stopped" in line and f"log: {log}" in line
+    assert (f"xeoncluster train squad --name {guard_cluster} --demo --offline --run intr --resume -- "
+            "--max-steps 5000 --no-eval-before") in line
+    assert no_ranks_left(guard_cluster)
+    again = local_env.cli("train", "squad", "--demo", "--name", guard_cluster, "--run", "after-intr", "--",
+                          "--max-steps", "2", "--no-eval-before")
+    assert again.code == 0, again.err

@@ -107,17 +107,23 @@ def test_cold_up_through_a_first_boot_dpkg_lock_and_the_ami_not_found_window(sta
     assert reach.count("node0 |") == 3
 
 
-def test_a_spot_interruption_during_train_is_recovered_by_itself(standin: Any, cli: Cli) -> None:
-    lost_id = cli.node_id("node1")
-    train = subprocess.Popen(cli.argv("train", "squad", "--name", CLUSTER, "--demo", "--run", "spot", "--",
-                                      "--max-steps", "90", "--save-steps", "20"),
+def start_train(cli: Cli, run: str, steps: int, save_steps: int, until: int) -> tuple[subprocess.Popen[str], Path]:
+    """`train squad --demo` in the background, returned once it has trained `until` steps."""
+    train = subprocess.Popen(cli.argv("train", "squad", "--name", CLUSTER, "--demo", "--run", run, "--",
+                                      "--max-steps", str(steps), "--save-steps", str(save_steps)),
                              env=cli.env(), cwd=cli.home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    log = cli.home / "clusters" / CLUSTER / "runs" / "spot" / "train.log"
+    log = cli.home / "clusters" / CLUSTER / "runs" / run / "train.log"
     deadline = time.monotonic() + 600
     while train.poll() is None and time.monotonic() < deadline:
-        if log.exists() and any(f"step {s}/90" in log.read_text() for s in range(30, 91)):
+        if log.exists() and any(f"step {s}/{steps}" in log.read_text() for s in range(until, steps + 1)):
             break
         time.sleep(0.5)
+    return train, log
+
+
+def test_a_spot_interruption_during_train_is_recovered_by_itself(standin: Any, cli: Cli) -> None:
+    lost_id = cli.node_id("node1")
+    train, log = start_train(cli, "spot", 90, 20, until=30)
     standin.script("interrupt", lost_id, "30")
     out, _ = train.communicate(timeout=900)
     assert train.returncode == 0, out[-4000:]
@@ -132,15 +138,7 @@ def test_a_spot_interruption_during_train_is_recovered_by_itself(standin: Any, c
 
 
 def test_without_capacity_for_a_replacement_the_run_stops_and_says_how_to_resume(standin: Any, cli: Cli) -> None:
-    train = subprocess.Popen(cli.argv("train", "squad", "--name", CLUSTER, "--demo", "--run", "nocap", "--",
-                                      "--max-steps", "60", "--save-steps", "10"),
-                             env=cli.env(), cwd=cli.home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    log = cli.home / "clusters" / CLUSTER / "runs" / "nocap" / "train.log"
-    deadline = time.monotonic() + 600
-    while train.poll() is None and time.monotonic() < deadline:
-        if log.exists() and any(f"step {s}/60" in log.read_text() for s in range(15, 61)):
-            break
-        time.sleep(0.5)
+    train, _ = start_train(cli, "nocap", 60, 10, until=15)
     standin.script("faults", 'capacity=[{"instance_type": "c7i.2xlarge"}]')
     try:
         standin.script("interrupt", cli.node_id("node2"), "30")

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from botocore.exceptions import ClientError
 
-from provisioner.providers.aws_instances import parse_host_keys
+from provisioner.providers.aws_console import parse_host_keys
 
 from .containers import mounts_under
 

@@ -83,7 +83,7 @@ BAD_FLAGS: list[tuple[list[str], str]] = [
     (["--nodes", "257"], "nodes: must be between 1 and 256"),
     (["--nodes", "two"], "'two' is not a valid integer"),
     (["--provider", "gcp"], "'gcp' is not one of 'aws', 'local'"),
-    (["--instance-type", "huge"], "instance_types: 'huge' is not an instance type"),
+    (["--instance-type", "huge"], "--instance-type: 'huge' is not an instance type"),
     (["--image", "my-image"], "image: must be 'auto', 'none'"),
     (["--name", "UPPER"], "name: must be lowercase letters"),
     (["--region", "nowhere"], "region: must be an AWS region"),
