@@ -76,11 +76,15 @@ def down(home: Path, config: Path, name: str, purge: bool) -> None:
 def measure(home: Path, config: Path, strategy: str, sizes: list[int]) -> list[UpRun]:
     runs = []
     for nodes in sizes:
+        # One name for both: `down --purge-images` removes the images this cluster name baked, so
+        # the next size bakes again and every cold up is cold.
         name = f"b{strategy[0]}{nodes}"
-        runs.append(up(home, config, name, nodes, strategy, "cold"))
+        cold = up(home, config, name, nodes, strategy, "cold")
+        if "image: bake" not in cold.steps:
+            raise SystemExit(f"{name}: the cold up found an image to reuse; the measurement is not cold")
         down(home, config, name, purge=False)
-        runs.append(up(home, config, name + "w", nodes, strategy, "warm"))
-        down(home, config, name + "w", purge=True)  # the next size bakes again: every cold up is cold
+        runs += [cold, up(home, config, name, nodes, strategy, "warm")]
+        down(home, config, name, purge=True)
     return runs
 
 
