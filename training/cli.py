@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from .errors import TrainingError
+from .grad_exchange import AUTO, GRAD_COMMS
 from .glue_data import TASKS
 from .precision import PRECISIONS
 from .stack import BACKENDS, STACKS
@@ -42,6 +43,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--stack", choices=STACKS, help="software stack (default: $XC_STACK or stock)")
     run.add_argument("--ddp-backend", choices=BACKENDS, default="auto")
     run.add_argument(
+        "--grad-comm",
+        choices=(AUTO, *GRAD_COMMS),
+        help="dtype gradients travel in between ranks: bf16 halves the bytes; "
+        "default auto: bf16 when training in bf16, fp32 otherwise",
+    )
+    run.add_argument(
         "--eval-before",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -72,9 +79,11 @@ def trainer_overrides(unknown: list[str]) -> dict[str, Any]:
     """Parse unknown `--key value` options as TrainingArguments fields (typed by transformers)."""
     if not unknown:
         return {}
-    from transformers import HfArgumentParser, TrainingArguments
+    from transformers import HfArgumentParser
 
-    parser = HfArgumentParser(TrainingArguments)
+    from .run_arguments import RunTrainingArguments
+
+    parser = HfArgumentParser(RunTrainingArguments)
     # SUPPRESS keeps only the options actually given, so our own defaults survive.
     for action in parser._actions:
         action.default = argparse.SUPPRESS

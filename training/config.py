@@ -10,6 +10,7 @@ from typing import Any
 
 from .demo_assets import DemoLayout
 from .errors import TrainingError
+from .grad_exchange import DEFAULT_GRAD_COMM
 from .sources import DataSource
 
 DEFAULT_MODEL = "bert-base-uncased"
@@ -59,6 +60,7 @@ class RunConfig:
     version_2_with_negative: str = "auto"
     stack: str = "stock"
     backend: str = "auto"
+    grad_comm: str = DEFAULT_GRAD_COMM
     cache_dir: Path | None = None
     max_train_samples: int | None = None
     max_eval_samples: int | None = None
@@ -127,6 +129,7 @@ def from_args(args: Any, trainer_overrides: dict[str, Any]) -> RunConfig:
         version_2_with_negative=getattr(args, "version_2_with_negative", "auto"),
         stack=args.stack or os.environ.get("XC_STACK") or "stock",
         backend=args.ddp_backend,
+        grad_comm=getattr(args, "grad_comm", None) or DEFAULT_GRAD_COMM,
         cache_dir=Path(args.cache_dir).expanduser() if args.cache_dir else None,
         max_train_samples=args.max_train_samples,
         max_eval_samples=args.max_eval_samples,

@@ -17,7 +17,8 @@ DEFAULT_EVAL_STEPS = 0.25
 
 def training_arguments(config: RunConfig, plan: StackPlan, precision: str, has_eval: bool = False) -> Any:
     """Build TrainingArguments; with world size > 1 this also joins the process group."""
-    from transformers import TrainingArguments
+    from .grad_exchange import TRAINER_DEFAULTS, resolve_grad_comm
+    from .run_arguments import RunTrainingArguments
 
     tunables = config.tunables
     settings: dict[str, Any] = {
@@ -41,14 +42,24 @@ def training_arguments(config: RunConfig, plan: StackPlan, precision: str, has_e
         "use_cpu": True,
         "bf16": precision == "bf16",
         "dataloader_num_workers": 0,
+        "ddp_grad_comm": resolve_grad_comm(config.grad_comm, precision),
+        **_known_fields(RunTrainingArguments, TRAINER_DEFAULTS),
     }
     if plan.backend is not None:
         settings["ddp_backend"] = plan.backend
     settings.update(config.trainer_overrides)  # explicit pass-through options win
     try:
-        return TrainingArguments(**settings)
+        return RunTrainingArguments(**settings)
     except (ValueError, TypeError) as exc:
         raise TrainingError(f"invalid trainer arguments: {exc}") from exc
+
+
+def _known_fields(cls: type, defaults: dict[str, Any]) -> dict[str, Any]:
+    """Only the defaults this transformers has a field for (the intel stack pins an older one)."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in defaults.items() if k in names}
 
 
 def make_trainer(
@@ -62,8 +73,10 @@ def make_trainer(
     """`datasets` is (train, eval); eval may be None."""
     from transformers import PrinterCallback, Trainer
 
+    from .grad_exchange import log_callback, tune_trainer
     from .node_checkpoint import NodeLocalWeights, SharedRngStates
     from .progress import ConciseLog
+    from .step_clock import StepClock
 
     trainer_class: type = Trainer
     if plan.use_ipex:
@@ -74,8 +87,11 @@ def make_trainer(
     trainer = trainer_class(
         model=model, args=args, train_dataset=train_dataset, eval_dataset=eval_dataset, processing_class=tokenizer
     )
+    tune_trainer(trainer, args.ddp_grad_comm, args.ddp_gradient_as_bucket_view)
     trainer.remove_callback(PrinterCallback)
     trainer.add_callback(ConciseLog())
     trainer.add_callback(NodeLocalWeights())
     trainer.add_callback(SharedRngStates())
+    trainer.add_callback(log_callback())
+    trainer.add_callback(StepClock())
     return trainer

@@ -1,0 +1,141 @@
+"""How gradients travel between ranks: DDP bucket size, bucket views, static graph, bf16 compression.
+
+The Trainer builds accelerate's `DistributedDataParallelKwargs` from four TrainingArguments
+(`ddp_find_unused_parameters`, `ddp_bucket_cap_mb`, `ddp_broadcast_buffers`, `ddp_static_graph`);
+`gradient_as_bucket_view` and a communication hook are not among them. accelerate wraps the model
+in `prepare_model` with `accelerator.ddp_handler.to_kwargs()` and then calls
+`accelerator.ddp_handler.register_comm_hook(model)`, so `tune_trainer` swaps that handler for one
+that carries the two extra settings, before `train()` wraps the model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+GRAD_COMMS = ("fp32", "bf16")
+# `--grad-comm auto` (the default): gradients travel in the precision the run computes in. A bf16
+# run's gradients come out of bf16 matmuls already, so rounding the averaged gradient to bf16 costs
+# it nothing it has not accepted, and halves the bytes; an fp32 run keeps an exact fp32 exchange.
+AUTO = "auto"
+# Benchmarks only (`--ddp_grad_comm none`): skip the exchange, so every rank trains on its own
+# gradients. What is left of the 2-rank slowdown is then the ranks' contention for the machine.
+NO_EXCHANGE = "none"
+DEFAULT_GRAD_COMM = AUTO
+DEFAULT_BUCKET_VIEW = True
+
+# Defaults for the TrainingArguments that shape DDP, applied unless the user passes them
+# (e.g. `--ddp_bucket_cap_mb 100`). See benchmarks/bench_train.py and the README for the measurements.
+TRAINER_DEFAULTS: dict[str, Any] = {
+    # The Trainer would turn find_unused_parameters on for every PreTrainedModel, which walks the
+    # autograd graph after each forward. A static graph finds unused parameters once, in the first
+    # step, and skips the walk from then on; it also lets DDP reuse its bucket order.
+    "ddp_static_graph": True,
+    # Implied by the static graph (DDP warns when both are on).
+    "ddp_find_unused_parameters": False,
+}
+
+
+def resolve_grad_comm(grad_comm: str, precision: str) -> str:
+    """`auto` -> bf16 for bf16 runs, fp32 otherwise; explicit choices stay."""
+    if grad_comm != AUTO:
+        return grad_comm
+    return "bf16" if precision == "bf16" else "fp32"
+
+
+def bf16_gloo_hook(process_group, bucket):  # type: ignore[no-untyped-def]
+    """All-reduce a gradient bucket as bf16, halving the bytes on the wire; average; write back as fp32.
+
+    torch's own `default_hooks.bf16_compress_hook` is refused without CUDA/NCCL or XPU ("BF16 all
+    reduce communication hook required CUDA 11+ and NCCL 2.10+"); gloo itself reduces bf16 tensors
+    on CPU, so this is the same hook. DDP's check goes by the function's name, hence a different
+    one; and no annotations: DDP rejects a `bucket` annotation that is not `dist.GradBucket`, and
+    this module's annotations are strings.
+    """
+    import torch
+    import torch.distributed as dist
+
+    group = process_group if process_group is not None else dist.group.WORLD
+    world_size = group.size()
+    buffer = bucket.buffer()
+    compressed = buffer.to(torch.bfloat16).div_(world_size)
+    future = dist.all_reduce(compressed, group=group, async_op=True).get_future()
+
+    def decompress(fut: Any) -> Any:
+        buffer.copy_(fut.value()[0])
+        return buffer
+
+    return future.then(decompress)
+
+
+def no_exchange_hook(process_group, bucket):  # type: ignore[no-untyped-def]
+    """Keep this rank's gradients: a future that is already done, with nothing sent."""
+    import torch
+
+    future: torch.futures.Future = torch.futures.Future()
+    future.set_result(bucket.buffer())
+    return future
+
+
+def tuned_ddp_handler(base: Any, grad_comm: str, bucket_view: bool) -> Any:
+    """A copy of accelerate's DistributedDataParallelKwargs `base` with bucket views and our hook."""
+    from accelerate.utils import DistributedDataParallelKwargs
+
+    @dataclasses.dataclass
+    class TunedDdpKwargs(DistributedDataParallelKwargs):
+        grad_comm: str = "fp32"
+
+        def to_dict(self, ignore_keys: tuple[str, ...] = ("comm_hook", "comm_wrapper", "comm_state_option",
+                                                           "grad_comm")) -> dict[str, Any]:
+            return super().to_dict(ignore_keys=ignore_keys)
+
+        def register_comm_hook(self, model: Any) -> None:
+            if self.grad_comm == "bf16":
+                model.register_comm_hook(state=None, hook=bf16_gloo_hook)
+            elif self.grad_comm == NO_EXCHANGE:
+                model.register_comm_hook(state=None, hook=no_exchange_hook)
+            else:
+                super().register_comm_hook(model)
+
+    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(DistributedDataParallelKwargs)}
+    fields["gradient_as_bucket_view"] = bucket_view
+    return TunedDdpKwargs(**fields, grad_comm=grad_comm)
+
+
+def tune_trainer(trainer: Any, grad_comm: str, bucket_view: bool) -> None:
+    """Give the trainer's accelerator our DDP settings; call before `trainer.train()` wraps the model."""
+    if grad_comm not in (*GRAD_COMMS, NO_EXCHANGE):
+        raise ValueError(f"grad_comm must be one of {', '.join(GRAD_COMMS)}, not {grad_comm!r}")
+    accelerator = trainer.accelerator
+    if accelerator.ddp_handler is None:
+        from accelerate.utils import DistributedDataParallelKwargs
+
+        accelerator.ddp_handler = DistributedDataParallelKwargs()
+    accelerator.ddp_handler = tuned_ddp_handler(accelerator.ddp_handler, grad_comm, bucket_view)
+
+
+def describe(args: Any, grad_comm: str, bucket_view: bool) -> str:
+    """One line for the log: what the gradient exchange does in this run."""
+    bucket = args.ddp_bucket_cap_mb if args.ddp_bucket_cap_mb is not None else 25
+    exchange = "no gradient exchange (benchmark only)" if grad_comm == NO_EXCHANGE else f"{grad_comm} gradients"
+    parts = [exchange, f"{bucket} MB buckets"]
+    if bucket_view:
+        parts.append("bucket views")
+    if args.ddp_static_graph:
+        parts.append("static graph")
+    if args.ddp_find_unused_parameters:
+        parts.append("find unused parameters")
+    return "ddp: " + ", ".join(parts)
+
+
+
+def log_callback() -> Any:
+    """A TrainerCallback: rank 0 says once, when a multi-rank run starts, how gradients are exchanged."""
+    from transformers import TrainerCallback
+
+    class GradExchangeLog(TrainerCallback):
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if args.world_size > 1 and state.is_world_process_zero:
+                print(describe(args, args.ddp_grad_comm, args.ddp_gradient_as_bucket_view), flush=True)
+
+    return GradExchangeLog()
