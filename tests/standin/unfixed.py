@@ -5,7 +5,8 @@ covers the defect must then fail. Run as root, one patch at a time (about 2 minu
     python -m tests.standin.unfixed [PATCH-NAME ...]
 
 Each run unpacks `git archive HEAD` into a temporary directory, applies the patch there and runs the
-stand-in CLI tests in that copy; the checkout itself is not touched. Exit 1 if a patch went uncaught.
+stand-in CLI tests in that copy; the checkout itself is not touched. The same tests run on HEAD
+unpatched first. Exit 1 if one fails on HEAD or a patch goes uncaught.
 """
 from __future__ import annotations
 
@@ -54,20 +55,22 @@ def first_failure(output: str) -> str:
     return found.group(0)[:400] if found else (output.strip().splitlines() or [""])[-1]
 
 
-def run_unfixed(patch: str) -> Outcome:
+def run_tests(patch: str | None, test: str) -> Outcome:
+    """The stand-in test `test` on HEAD, with `patch` applied when given."""
     with tempfile.TemporaryDirectory(prefix="xc-unfixed-") as tmp:
         tree = Path(tmp)
         unpacked_head(tree)
-        subprocess.run(["git", "apply", str(UNFIXES / f"{patch}.patch")], cwd=tree, check=True)
+        if patch is not None:
+            subprocess.run(["git", "apply", str(UNFIXES / f"{patch}.patch")], cwd=tree, check=True)
         started = time.monotonic()
         proc = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-rfE", "-p", "no:cacheprovider",
-                               TESTS, "-k", CATCHING_TEST[patch]], cwd=tree, capture_output=True, text=True,
+                               TESTS, "-k", test], cwd=tree, capture_output=True, text=True,
                               env={**os.environ, "PYTHONPATH": str(tree)})
         seconds = round(time.monotonic() - started, 1)
     output = proc.stdout + proc.stderr
     if proc.returncode not in (0, 1) or re.search(r"\bskipped\b", output) and proc.returncode == 0:
-        raise SystemExit(f"{patch}: the stand-in tests did not run (exit {proc.returncode}):\n{output[-2000:]}")
-    return Outcome(patch, CATCHING_TEST[patch], proc.returncode == 1, seconds,
+        raise SystemExit(f"{patch or 'HEAD'}: the stand-in tests did not run (exit {proc.returncode}):\n{output[-2000:]}")
+    return Outcome(patch or "HEAD (no patch)", test, proc.returncode == 1, seconds,
                    first_failure(output) if proc.returncode == 1 else "passed")
 
 
@@ -78,11 +81,15 @@ def main() -> int:
     unknown = sorted(set(args.patches) - set(CATCHING_TEST))
     if unknown:
         parser.error(f"unknown patch(es) {', '.join(unknown)}; known: {', '.join(CATCHING_TEST)}")
-    outcomes = [run_unfixed(patch) for patch in args.patches]
-    print(json.dumps([asdict(o) for o in outcomes], indent=2))
+    # First the tests as they are: a test that fails on HEAD would prove nothing below.
+    baseline = [run_tests(None, test) for test in dict.fromkeys(CATCHING_TEST[p] for p in args.patches)]
+    outcomes = [run_tests(patch, CATCHING_TEST[patch]) for patch in args.patches]
+    print(json.dumps([asdict(o) for o in baseline + outcomes], indent=2))
+    for o in baseline:
+        print(f"{o.patch:38} {'FAILS' if o.caught else 'passes':7} {o.seconds:6.0f}s  {o.test}: {o.failure}")
     for o in outcomes:
         print(f"{o.patch:38} {'caught' if o.caught else 'MISSED':7} {o.seconds:6.0f}s  {o.failure}")
-    return 0 if all(o.caught for o in outcomes) else 1
+    return 0 if all(o.caught for o in outcomes) and not any(o.caught for o in baseline) else 1
 
 
 if __name__ == "__main__":
