@@ -98,7 +98,8 @@ def test_up_that_bakes_then_status_then_down(xc, shell, ec2, aws, xc_home, count
     # The playbooks ran on the master (before the bake) and on no other node.
     steps = shell.playbook_commands("node0")
     for fragment in ("apt-get install -y -qq libgoogle-perftools4 numactl python3-venv util-linux",
-                     "/usr/bin/python3 -m venv ~/venv", "pip install", "torch==2.13.0", "mpiexec.hydra --version"):
+                     "/usr/bin/python3 -m venv ~/venv", "pip install", "--no-compile", "torch==2.13.0",
+                     "import torch, transformers, accelerate, datasets, transformers.trainer", "mpiexec.hydra --version"):
         assert any(fragment in c for c in steps), fragment
     assert all(shell.playbook_commands(n) == [] for n in names(count)[1:])
     assert shell.nodes_with("wait_ready") == names(count) == shell.nodes_with("scan_host_key")

@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 from provisioner.providers.local_net import bridge_name
 from tests.conftest import CliResult, run_cli

@@ -29,6 +29,12 @@ class MotoView(Protocol):
     def set_image_state(self, ami: Any, name: str) -> None: ...
 
 
+# EC2's GetConsoleOutput without Latest=True returns output "buffered shortly after an instance
+# transition state", long before cloud-init prints the host keys at the end of boot; only
+# Latest=True returns the console as it is now.
+BOOT_CONSOLE_SECONDS = 1.0
+
+
 @dataclass(frozen=True)
 class Launch:
     """What the data plane needs from moto's instance to boot it."""
@@ -49,6 +55,7 @@ class Node:
     state: str = "pending"          # pending, running, shutting-down, stopped, gone
     notice: dict[str, str] | None = None
     boot_started: float | None = None
+    boot_console: str = ""  # what GetConsoleOutput without Latest=True returns: see BOOT_CONSOLE_SECONDS
     # Held while an image copies the disk: like an EBS snapshot, it completes even if the
     # instance is terminated meanwhile (the disk is deleted only afterwards).
     disk_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -98,11 +105,16 @@ class Fleet:
                 container.boot(self.net.bridge)
                 node.state, node.boot_started = "running", time.time()
             self.moto.set_state(launch.instance, "running")
+            self._spawn(self._buffer_console, node)
             self.log(f"{launch.instance_id}: booting at {launch.private_ip} from {launch.image_id}")
         except Exception as exc:  # noqa: BLE001 - reported through moto, like a failed EC2 launch
             self.log(f"{launch.instance_id}: boot failed: {exc}")
             if node.state == "pending":  # else a termination raced the boot and cleans up itself
                 self._finish(node, CRASHED)
+
+    def _buffer_console(self, node: Node) -> None:
+        self._sleep(BOOT_CONSOLE_SECONDS)
+        node.boot_console = node.container.console_text()
 
     # -- terminate ------------------------------------------------------------------------------
     def terminating(self, instance_ids: list[str]) -> None:
@@ -196,9 +208,11 @@ class Fleet:
             return [n.container.lowers for n in self.nodes.values() if n.state != "gone"]
 
     # -- views ----------------------------------------------------------------------------------
-    def console(self, instance_id: str) -> str:
+    def console(self, instance_id: str, latest: bool) -> str:
         node = self.nodes.get(instance_id)
-        return node.container.console_text() if node else ""
+        if node is None:
+            return ""
+        return node.container.console_text() if latest else node.boot_console
 
     def by_address(self, address: str) -> Node | None:
         with self.lock:

@@ -190,7 +190,7 @@ class Hooks:
 
         def get_console_output(resp: Any) -> Any:
             instance = resp.ec2_backend.get_instance(resp._get_param("InstanceId"))
-            text = hooks.fleet.console(instance.id)
+            text = hooks.fleet.console(instance.id, latest=resp._get_bool_param("Latest", False))
             return ActionResult({"InstanceId": instance.id, "Timestamp": datetime.now(timezone.utc),
                                  "Output": Base64EncodedString.from_raw_string(text)})
 

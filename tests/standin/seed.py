@@ -64,10 +64,10 @@ def write_seed(root: Path, seed: Seed) -> None:
         lock.write_text(f"{seed.dpkg_lock_seconds}\n")
     if seed.mirror_url:
         write_mirror_config(root, seed.mirror_url)
-    # A baked image carries its master's machine id; each instance gets its own at boot.
+    # /etc/machine-id is left as the image has it, as EC2 does: an image that kept its master's id
+    # gives every instance that id (the base image's is empty, so first boot makes one).
     (root / "etc").mkdir(exist_ok=True)
     (root / "etc/resolv.conf").write_text(f"nameserver {seed.nameserver}\nsearch ec2.internal\n")
-    (root / "etc/machine-id").write_text("")
 
 
 def write_mirror_config(root: Path, mirror_url: str) -> None:

@@ -177,6 +177,10 @@ def test_a_warm_up_reuses_the_image_and_runs_no_playbook(cli: Cli) -> None:
     up = cli.ok("up", "--name", "sicw", "--nodes", "2")
     assert "reusing image" in up.stderr and "configure nodes" not in up.stderr
     assert {i["ImageId"] for i in instances("sicw")} == {baked_image()}
+    # The image came from cluster sic: its nodes admit this cluster's key only, not sic's.
+    own_key = " ".join((cli.home / "clusters" / "sicw" / "id_ed25519.pub").read_text().split()[:2])
+    admitted = cli.ok("exec", "--name", "sicw", "--", "cut -d' ' -f1,2 ~/.ssh/authorized_keys").stdout
+    assert sorted(line.split("| ", 1)[1].strip() for line in admitted.splitlines() if "| " in line) == [own_key] * 2
     cli.ok("down", "--name", "sicw")
     assert instances("sicw") == []
 

@@ -126,8 +126,8 @@ def _login_fails(node: Node) -> bool:
                            f"ubuntu@{node.public_ip or node.private_ip}", "true"], capture_output=True).returncode != 0
 
 
-def console_keys(instance_id: str) -> list[str]:
-    output = ec2().get_console_output(InstanceId=instance_id)["Output"]
+def console_keys(instance_id: str, latest: bool = True) -> list[str]:
+    output = ec2().get_console_output(InstanceId=instance_id, Latest=latest).get("Output", "")
     return parse_host_keys(output)
 
 
@@ -188,6 +188,7 @@ def test_instance_boots_with_ssh_sudo_and_console_host_keys(node: Node) -> None:
     assert node.public_ip and f" {node.public_ip}/32 " in addresses
     keys = console_keys(node.id)
     assert real_host_key(node) in keys, f"console keys {keys}"
+    assert console_keys(node.id, latest=False) == []  # EC2's boot-time buffer: before cloud-init's keys
     raw = describe(node.id)
     assert raw["State"]["Name"] == "running" and raw["InstanceLifecycle"] == "spot"
 

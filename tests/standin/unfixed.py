@@ -30,8 +30,8 @@ CATCHING_TEST = {
     "2-image-waiter-notfound": "cold_up",
     "4-workers-ignore-the-masters-zone": "zone_b",
     "5-stale-host-key-after-re-up": "cold_up",
-    "7-console-host-keys-read-once": "cold_up",
-    "13-image-carries-instance-identity": "cold_up",
+    "7-console-host-keys-read-once": "cold_up or warm_up",
+    "13-image-carries-instance-identity": "cold_up or warm_up",
 }
 
 
@@ -50,9 +50,12 @@ def unpacked_head(into: Path) -> None:
 
 
 def first_failure(output: str) -> str:
-    """pytest's short summary line of the first failure, or its last line."""
-    found = re.search(r"^(FAILED|ERROR) .*$", output, re.M)
-    return found.group(0)[:400] if found else (output.strip().splitlines() or [""])[-1]
+    """The first failed test and its first `E` line (what was asserted), or pytest's last line."""
+    test = re.search(r"^(FAILED|ERROR) (\S+)", output, re.M)
+    why = re.search(r"^E +(.+)$", output, re.M)
+    if not test:
+        return (output.strip().splitlines() or [""])[-1]
+    return f"{test.group(2).split('::')[-1]}: {why.group(1) if why else '?'}"[:400]
 
 
 def run_tests(patch: str | None, test: str) -> Outcome:

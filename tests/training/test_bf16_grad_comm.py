@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .test_ddp_equivalence import STEPS, _args, _free_port, _losses, _no_dropout_model
+from .test_ddp_equivalence import _args, _free_port, _losses, _no_dropout_model
 from .training_helpers import REPO, offline_env
 
 RANK_BATCH = 4
