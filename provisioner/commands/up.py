@@ -270,11 +270,16 @@ class UpSteps:
         if failed:
             self.record.add_resources("nodes", [n.id for n in launched])
             raise failed[0]
+        master_node, strays = launched[0], [n for n in launched[1:] if n.zone != launched[0].zone]
+        if strays:
+            # The two launches met different capacity: the workers follow the master's zone, as in `up`.
+            launched = [n for n in launched if n not in strays]
+            self.ctx.reporter.warn(f"{len(strays)} worker(s) landed in {strays[0].zone}, not in node0's zone "
+                                   f"{master_node.zone}; launching them again there")
+            for node in strays:
+                provider.remove_node(cfg, node)
+            launched += provider.launch(cfg, len(strays), self.image.image, "worker", 1, self.network, near=master_node)
         add_nodes(self.ctx, self.record, launched, self.shell)
-        zones = {n.zone for n in launched if n.zone}
-        if len(zones) > 1:
-            self.ctx.reporter.warn(f"the nodes run in zones {', '.join(sorted(zones))} (no capacity for all in one): "
-                                   "DDP traffic crosses zones, with more latency and a per-GB charge")
 
     def write_files(self) -> None:
         write_cluster_files(self.ctx, self.record.node_list(), self.shell)

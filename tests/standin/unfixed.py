@@ -28,7 +28,7 @@ TESTS = "tests/standin/test_cli_on_standin.py"
 CATCHING_TEST = {
     "1-apt-races-first-boot": "cold_up",
     "2-image-waiter-notfound": "cold_up",
-    "4-workers-ignore-the-masters-zone": "zone_b",
+    "4-workers-ignore-the-masters-zone": "one_zone",
     "5-stale-host-key-after-re-up": "cold_up",
     "7-console-host-keys-read-once": "cold_up or warm_up",
     "13-image-carries-instance-identity": "cold_up or warm_up",
