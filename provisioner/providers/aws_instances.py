@@ -15,7 +15,7 @@ from .base import TAG_ROLE, Node
 
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
 KMS_HINT = ("if EBS encryption uses a customer-managed default KMS key, allow kms:CreateGrant, kms:Decrypt, "
-            "kms:GenerateDataKeyWithoutPlaintext, kms:ReEncrypt* and kms:DescribeKey on it (README, AWS section)")
+            "kms:GenerateDataKeyWithoutPlaintext, kms:ReEncrypt* and kms:DescribeKey on it (docs/aws.md)")
 CLIENT_DEATH_HINTS = {
     "Client.InternalError": KMS_HINT,
     "Client.VolumeLimitExceeded": "request a higher EBS storage quota, or use fewer nodes or a smaller root_volume_gib",

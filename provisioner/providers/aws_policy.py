@@ -1,7 +1,7 @@
 """The IAM permissions the AWS provider needs: exactly the API actions it calls.
 
 tests/aws/test_iam_policy.py checks this list against the provider's source and against every call
-a full CLI lifecycle makes, and that the README shows the same JSON.
+a full CLI lifecycle makes, and that docs/aws.md shows the same JSON.
 """
 from __future__ import annotations
 
