@@ -80,7 +80,8 @@ def main() -> None:
     print()
     print("| measure                 | 1 node | 2 nodes | 4 nodes | t(4)/t(1) |")
     print("|-------------------------|--------|---------|---------|-----------|")
-    print(f"| up, warm image (s)      | {up[1]:6.2f} | {up[2]:7.2f} | {up[4]:7.2f} | {result['up_ratio_4_to_1']:9.2f} |")
+    print(f"| up, warm image (s)      | {up[1]:6.2f} | {up[2]:7.2f} | {up[4]:7.2f} "
+          f"| {result['up_ratio_4_to_1']:9.2f} |")
     print(f"| exec `sleep 1` (s)      | {fan[1]:6.2f} |       - | {fan[4]:7.2f} | {result['exec_ratio_4_to_1']:9.2f} |")
 
 

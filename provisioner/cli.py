@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 
@@ -31,7 +32,8 @@ def cluster_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
                      help="cluster.yaml to read (default: ./cluster.yaml if present, else built-in defaults)"),
         click.option("--name", help="cluster name; each cluster has its own state folder"),
-        click.option("--provider", type=click.Choice(["aws", "local"]), help="aws, or local (namespaces on this machine)"),
+        click.option("--provider", type=click.Choice(["aws", "local"]),
+                     help="aws, or local (namespaces on this machine)"),
         click.option("--region", help="AWS region (default from config, else us-east-1)"),
         click.option("--profile", help="AWS profile from ~/.aws/config"),
     ]
@@ -301,7 +303,7 @@ def main() -> None:
         click.echo(f"error: permission denied: {exc.filename or exc} | hint: it belongs to another user (root?): "
                    "run as that user (e.g. with sudo), or set XEONCLUSTER_HOME to a folder you own", err=True)
         sys.exit(1)
-    except Exception as exc:  # noqa: BLE001 - a bug still gets one line; --debug shows where
+    except Exception as exc:  # a bug still gets one line; --debug shows where
         if debug:
             raise
         click.echo(f"error: internal error: {type(exc).__name__}: {exc} | hint: rerun with --debug for the "

@@ -9,8 +9,9 @@ import difflib
 import ipaddress
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -35,7 +36,7 @@ class _Strict(BaseModel):
 class SshSettings(_Strict):
     user: str | None = None
     cidr: str = "auto"
-    timeout: int = Field(300, ge=5, le=3600, strict=True)
+    timeout: int = Field(default=300, ge=5, le=3600, strict=True)
     address: Literal["public", "private"] = "public"
 
     @field_validator("cidr")
@@ -56,7 +57,7 @@ class SshSettings(_Strict):
 class LocalSettings(_Strict):
     subnet: str = "10.213.0.0/24"
     root: Path = DEFAULT_LOCAL_ROOT
-    cpus_per_node: int | None = Field(None, ge=1, le=4096, strict=True)
+    cpus_per_node: int | None = Field(default=None, ge=1, le=4096, strict=True)
 
     @field_validator("subnet")
     @classmethod
@@ -122,9 +123,9 @@ def _http_url(value: str) -> str:
 
 
 class ClusterConfig(_Strict):
-    name: str = Field("xc", pattern=NAME_PATTERN)
+    name: str = Field(default="xc", pattern=NAME_PATTERN)
     provider: Literal["aws", "local"] = "aws"
-    nodes: int = Field(2, ge=1, le=256, strict=True)
+    nodes: int = Field(default=2, ge=1, le=256, strict=True)
     region: str | None = None
     profile: str | None = None
     instance_types: list[str] = Field(default_factory=lambda: ["c7i.2xlarge"], min_length=1)
@@ -132,9 +133,9 @@ class ClusterConfig(_Strict):
     master_market: Literal["spot", "on-demand"] | None = None
     on_demand_fallback: bool = False
     zones: list[str] = Field(default_factory=list)
-    root_volume_gib: int = Field(100, ge=8, le=16384, strict=True)
+    root_volume_gib: int = Field(default=100, ge=8, le=16384, strict=True)
     placement_group: bool = False
-    vpc_id: str | None = Field(None, pattern=r"^vpc-[0-9a-f]{8,17}$")
+    vpc_id: str | None = Field(default=None, pattern=r"^vpc-[0-9a-f]{8,17}$")
     ssh: SshSettings = Field(default_factory=SshSettings)
     image: str = "auto"
     stack: Literal["stock", "intel"] = "stock"
@@ -168,7 +169,7 @@ class ClusterConfig(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _provider_defaults(self) -> "ClusterConfig":
+    def _provider_defaults(self) -> ClusterConfig:
         if self.provider == "aws" and self.region is None:
             object.__setattr__(self, "region", default_region(self.profile))
         if self.ssh.user is None:
@@ -214,7 +215,8 @@ def read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"cannot read config {path}: {exc.strerror}", hint="pass --config PATH to an existing file") from None
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}",
+                          hint="pass --config PATH to an existing file") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})",
                           hint="save the config as UTF-8 YAML") from None

@@ -6,9 +6,10 @@ cluster and uses the config it was created with (flags still win), so `--name` i
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from .config import ClusterConfig, default_config_path, load_config, read_yaml
 from .errors import NoStateError, XeonClusterError

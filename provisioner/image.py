@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +34,7 @@ def image_key(base: str, stack: Stack, playbooks: list[Path] | None = None) -> s
     return digest.hexdigest()
 
 
-class ImageAction(str, Enum):
+class ImageAction(StrEnum):
     REUSE = "reuse"  # an image baked earlier for this key
     BAKE = "bake"    # none yet: the master runs the playbooks, is baked, workers start from the image
     GIVEN = "given"  # an image id from the config: nothing is baked
@@ -60,9 +60,9 @@ class ImagePlan:
     def describe(self) -> str:
         key = (self.key or "unknown")[:12]
         if self.action is ImageAction.REUSE:
-            return f"reusing image {self.image.id} (key {key})"  # type: ignore[union-attr]
+            return f"reusing image {self.image.id} (key {key})"  # type: ignore[union-attr]  # REUSE plans carry the found image
         if self.action is ImageAction.GIVEN:
-            return f"using the given image {self.image.id}; nothing is baked"  # type: ignore[union-attr]
+            return f"using the given image {self.image.id}; nothing is baked"  # type: ignore[union-attr]  # GIVEN plans carry the image
         if self.action is ImageAction.NONE:
             return "image: none; every node runs the playbooks"
         if self.background is not None:
@@ -79,7 +79,7 @@ class ImagePlan:
                 "base_id": self.base_id, "base_note": self.base_note, "in_background": self.in_background}
 
 
-def decide_image(cluster: "ClusterConfig", provider: "Provider", stack: Stack) -> ImagePlan:
+def decide_image(cluster: ClusterConfig, provider: Provider, stack: Stack) -> ImagePlan:
     """Read-only. A bad image id fails here, before anything exists."""
     base = provider.base_image(cluster)
     key = image_key(base.id, stack) if base.id else None

@@ -9,8 +9,8 @@ import hashlib
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 from urllib.parse import urlsplit
 
 from .config import ClusterConfig
@@ -63,7 +63,8 @@ def fill_wheelhouse(house: Path, packages: list[str]) -> None:
         errors = [ln for ln in result.stderr.splitlines() if ln.startswith("ERROR:")] or ["pip download failed"]
         tail = errors[0].removeprefix("ERROR: ")
         raise ProviderError(f"could not fill the local wheelhouse: {tail}",
-                            hint="nodes on this machine need PyPI access (from the host) once per stack to download the pinned packages")
+                            hint="nodes on this machine need PyPI access (from the host) once per stack "
+                                 "to download the pinned packages")
     (staging / ".complete").touch()
     shutil.rmtree(house, ignore_errors=True)
     staging.rename(house)

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
 
 import yaml
 
 from .errors import ConfigError, RemoteError
+from .paths import project_file
 from .providers.base import Node
 from .remote import CommandResult, NodeShell
-from .paths import project_file
 
 VARIABLE = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
 
@@ -95,7 +95,8 @@ class PlaybookRunner:
             return
         command = render(step.run, self.variables)
         if step.unless:
-            command = f"if {render(step.unless, self.variables)}; then echo 'xeoncluster: already done'; else {command}; fi"
+            command = (f"if {render(step.unless, self.variables)}; then echo 'xeoncluster: already done'; "
+                       f"else {command}; fi")
         self._check(book, step.name, self.shell.run(nodes, f"set -e; {command}"))
 
     def _host_os_step(self, book: str, step: Step, nodes: list[Node]) -> None:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, TextIO
+from typing import TextIO
 
 from rich.console import Console
+from rich.status import Status
 
 
 class Reporter:
@@ -19,7 +21,7 @@ class Reporter:
         self.fancy = self.stream.isatty() if fancy is None else fancy
         self.console = Console(file=self.stream, highlight=False) if self.fancy else None
         self.log_path = log_path
-        self._status = None
+        self._status: Status | None = None
         self._label = ""
 
     def attach_log(self, path: Path) -> None:

@@ -9,9 +9,10 @@ import io
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 import paramiko
 from fabric import Connection, ThreadingGroup
@@ -66,7 +67,7 @@ class NodeShell(Protocol):
 
     def stream(self, nodes: list[Node], command: str, sink: Callable[[str, str], None]) -> dict[str, CommandResult]: ...
 
-    def put_files(self, node: Node, files: list["RemoteFile"]) -> None: ...
+    def put_files(self, node: Node, files: list[RemoteFile]) -> None: ...
 
     def put(self, node: Node, local: Path, remote_path: str) -> None: ...
 
@@ -84,7 +85,7 @@ class LineSink(io.TextIOBase):
         self.buffer = ""
         self.lock = threading.Lock()
 
-    def write(self, text: str) -> int:  # type: ignore[override]
+    def write(self, text: str) -> int:
         with self.lock:
             self.buffer += text
             *lines, self.buffer = self.buffer.split("\n")
@@ -113,7 +114,7 @@ class FabricShell:
         for conn in conns:
             conn.close()
 
-    def __enter__(self) -> "FabricShell":
+    def __enter__(self) -> FabricShell:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -222,7 +223,7 @@ class FabricShell:
                 with sftp.open(item.path, "w") as handle:
                     handle.chmod(item.mode)
                     handle.write(item.text.encode())
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any SFTP or transport failure is reported per node
             self._drop(node)
             raise _remote_error(node, exc) from None
 
@@ -230,7 +231,7 @@ class FabricShell:
         conn = self.connection(node)
         try:
             conn.put(str(local), remote_path)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any SFTP or transport failure is reported per node
             self._drop(node)
             raise _remote_error(node, exc) from None
 
@@ -241,7 +242,7 @@ class FabricShell:
             conn.get(remote_path, str(local))
         except FileNotFoundError:
             raise RemoteError(f"{node.name}: {remote_path} does not exist") from None
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any SFTP or transport failure is reported per node
             self._drop(node)
             raise _remote_error(node, exc) from None
 

@@ -7,8 +7,9 @@ import re
 import shlex
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, TextIO
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
@@ -45,7 +46,7 @@ def as_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
 
 
-def up_result(result: "UpResult") -> None:
+def up_result(result: UpResult) -> None:
     console = _console()
     if result.repaired is not None:
         done = [f"replaced {', '.join(result.repaired.replaced)}"] * bool(result.repaired.replaced) + [
@@ -54,7 +55,8 @@ def up_result(result: "UpResult") -> None:
                       f"in {result.seconds:.1f}s")
     elif not result.already_up:
         image = result.image.describe() if result.image else "no image"
-        console.print(f"cluster '{result.cluster}' is up: {len(result.nodes)} node(s) in {result.seconds:.1f}s; {image}")
+        console.print(f"cluster '{result.cluster}' is up: {len(result.nodes)} node(s) in {result.seconds:.1f}s; "
+                      f"{image}")
     for node in result.nodes:
         console.print(f"  {node.name:7} {node.role:7} {node.ssh_host:16} {node.market}")
     name = result.cluster
@@ -62,7 +64,7 @@ def up_result(result: "UpResult") -> None:
                   f"xeoncluster train squad --name {name}   |   xeoncluster down --name {name}")
 
 
-def removed(result: "Removed", what: str) -> None:
+def removed(result: Removed, what: str) -> None:
     console = _console()
     if result.empty:
         console.print(f"nothing to remove for '{what}'")
@@ -72,7 +74,7 @@ def removed(result: "Removed", what: str) -> None:
             console.print(f"removed {kind}: {', '.join(ids)}")
 
 
-def status_table(result: "StatusResult") -> None:
+def status_table(result: StatusResult) -> None:
     table = Table(title=f"cluster '{result.cluster}' ({result.provider})", title_justify="left")
     cloud = result.provider != "local"
     columns = ["node", "role", "state", "ssh", "address", "private ip"] + (
@@ -91,7 +93,7 @@ def status_table(result: "StatusResult") -> None:
     _console().print(table)
 
 
-def images_table(images: "list[Image]") -> None:
+def images_table(images: list[Image]) -> None:
     table = Table(title="images", title_justify="left")
     for column in ("id", "name", "key", "created", "baked by", "size"):
         table.add_column(column)
@@ -101,7 +103,7 @@ def images_table(images: "list[Image]") -> None:
     _console().print(table)
 
 
-def node_line_printer(nodes: "list[Node]") -> Callable[[str, str], None]:
+def node_line_printer(nodes: list[Node]) -> Callable[[str, str], None]:
     """A sink that prints each node's lines as `node | line`, whole lines only, from any thread."""
     lock = threading.Lock()
     width = max((len(n.name) for n in nodes), default=0)
@@ -114,12 +116,12 @@ def node_line_printer(nodes: "list[Node]") -> Callable[[str, str], None]:
     return sink
 
 
-def exec_failures(result: "ExecResult") -> None:
+def exec_failures(result: ExecResult) -> None:
     if result.failed:
         sys.stderr.write("exit codes: " + ", ".join(f"{n}={c}" for n, c in sorted(result.failed.items())) + "\n")
 
 
-def plan(result: "Plan") -> None:
+def plan(result: Plan) -> None:
     console = _console()
     console.print(f"plan for cluster '{result.cluster}'" + (f" in {result.region}" if result.region else ""))
     for res in result.resources:
@@ -138,12 +140,12 @@ def plan(result: "Plan") -> None:
     console.print(f"image: {what} (key {(image.key or 'unknown')[:12]}, base: {base})")
     console.print(f"stack: {result.stack.name} ({result.stack.backend}): {' '.join(result.stack.packages)}")
     total = result.usd_per_hour
-    console.print(f"estimated cost: {'$%.4f/hour' % total if total is not None else 'unknown'}")
+    console.print(f"estimated cost: {f'${total:.4f}/hour' if total is not None else 'unknown'}")
     for note in result.notes:
         console.print(f"note: {note}")
 
 
-def launch_plan(plan: "LaunchPlan") -> None:
+def launch_plan(plan: LaunchPlan) -> None:
     console = _console()
     console.print(f"# {plan.ranks.world_size} ranks: {len(plan.nodes)} node(s) x {plan.ranks.ranks_per_node} "
                   f"rank(s), {plan.ranks.threads_per_rank} thread(s) each; {plan.topology.describe()}")
@@ -176,7 +178,7 @@ def parse_step_line(line: str) -> StepLine | None:
     match = STEP_LINE.match(line)
     if match is None:
         return None
-    fields = {}
+    fields: dict[str, str] = {}
     for found in _FIELD.finditer(line[match.end():]):
         name, value, speed = found.groups()
         fields.update({name: value} if name else {"speed": speed})
@@ -240,16 +242,17 @@ class TrainingLines:
 echo_line = TrainingLines()
 
 
-def training_result(outcome: "TrainOutcome") -> None:
+def training_result(outcome: TrainOutcome) -> None:
     echo_line.close()
     console = _console()
     metrics = outcome.metrics or {}
     keys = [k for k in ("exact_match", "f1", "accuracy") if metrics.get(k) is not None]
     scores = ", ".join(f"{k}={metrics[k]:.2f}" for k in keys)
-    before = metrics.get("eval_before") or {}
+    # The training side writes eval_before as {metric: score or None}, or null.
+    before = cast("dict[str, float | None]", metrics.get("eval_before") or {})
     if before:
-        scores += "  (untrained: " + ", ".join(f"{k}={before[k]:.2f}" for k in keys  # type: ignore[index]
-                                               if before.get(k) is not None) + ")"  # type: ignore[union-attr]
+        scores += "  (untrained: " + ", ".join(f"{k}={before[k]:.2f}" for k in keys
+                                               if before.get(k) is not None) + ")"
     console.print(f"done in {outcome.seconds:.0f}s: {scores or 'no evaluation set, no scores'}")
     speed = metrics.get("train_samples_per_second")
     if speed is not None:

@@ -25,7 +25,7 @@ class Stack:
 
     @property
     def python_min(self) -> tuple[int, int]:
-        major, minor = re.fullmatch(r">=\s*(\d+)\.(\d+)", self.python).groups()  # type: ignore[union-attr]
+        major, minor = re.fullmatch(r">=\s*(\d+)\.(\d+)", self.python).groups()  # type: ignore[union-attr]  # check_stack refuses any other form
         return int(major), int(minor)
 
     def pin(self, package: str) -> str | None:

@@ -7,10 +7,11 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from pydantic import BaseModel, Field
 
@@ -146,28 +147,28 @@ class StateDir:
         (then the caller goes on without the lock)."""
         fresh = not self.path.exists()
         self.create()
-        handle = open(self.path / "lock", "a+")
-        try:
+        with open(self.path / "lock", "a+") as handle:
             try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    handle.seek(0)
+                    holder = handle.read().strip() or "another command"
+                    if force:
+                        handle.close()
+                        yield holder
+                        return
+                    raise BusyError(f"cluster '{self.name}' is busy: {holder} is running on it",
+                                    hint=busy_hint or "wait for it to finish, or use another --name") from None
                 handle.seek(0)
-                holder = handle.read().strip() or "another command"
-                if force:
-                    handle.close()
-                    yield holder
-                    return
-                raise BusyError(f"cluster '{self.name}' is busy: {holder} is running on it",
-                                hint=busy_hint or "wait for it to finish, or use another --name") from None
-            handle.seek(0)
-            handle.truncate()
-            handle.write(f"`{command}` (pid {os.getpid()})")
-            handle.flush()
-            yield None
-        finally:
-            handle.close()
-            if fresh and not self.exists():
-                self._remove_if_empty()
+                handle.truncate()
+                handle.write(f"`{command}` (pid {os.getpid()})")
+                handle.flush()
+                yield None
+            finally:
+                handle.close()
+                if fresh and not self.exists():
+                    self._remove_if_empty()
 
     def _remove_if_empty(self) -> None:
         """A command refused before it created anything leaves no folder behind."""

@@ -73,7 +73,7 @@ class LaunchPlan:
     def to_dict(self) -> dict[str, object]:
         return {"run": self.run, "nodes": [n.name for n in self.nodes], "world_size": self.ranks.world_size,
                 "ranks_per_node": self.ranks.ranks_per_node, "threads_per_rank": self.ranks.threads_per_rank,
-                "env": dict(self.ranks.env) | {name: REDACTED for name in self.user_env},
+                "env": dict(self.ranks.env) | dict.fromkeys(self.user_env, REDACTED),
                 "argv": list(self.argv), "command": self.command(),
                 "topology": self.topology.describe(), "notes": list(self.notes)}
 
@@ -124,7 +124,8 @@ def check_request(request: TrainRequest, stack: Stack) -> None:
     if request.task not in TASKS:
         raise ConfigError(f"unknown task '{request.task}'; choose one of {', '.join(TASKS)}")
     if request.task == "glue" and request.glue_task not in GLUE_TASKS:
-        raise ConfigError(f"--task {request.glue_task!r}: not a GLUE task; choose one of {', '.join(sorted(GLUE_TASKS))}")
+        raise ConfigError(f"--task {request.glue_task!r}: not a GLUE task; "
+                          f"choose one of {', '.join(sorted(GLUE_TASKS))}")
     if request.dataset and (request.train_file or request.demo):
         raise ConfigError("--dataset cannot be combined with --train-file or --demo")
     if request.demo and (request.train_file or request.model):
@@ -226,7 +227,7 @@ UNTUNED_KEEP = ("MASTER_ADDR", "MASTER_PORT")
 def untuned(ranks: RankPlan, extra: dict[str, str]) -> RankPlan:
     """Plain defaults for comparison: no thread counts, pinning domains, or tcmalloc; just rendezvous."""
     env = tuple((k, v) for k, v in ranks.env if k in UNTUNED_KEEP) + tuple(extra.items())
-    return replace(ranks, env=env, threads_per_rank=0, notes=ranks.notes + ("untuned: library defaults",))
+    return replace(ranks, env=env, threads_per_rank=0, notes=(*ranks.notes, "untuned: library defaults"))
 
 
 def dry_run_plan(request: TrainRequest, stack: Stack, instance_type: str, node_count: int, user: str) -> LaunchPlan:

@@ -9,7 +9,7 @@ import sys
 from .errors import TrainingError
 
 
-def load_env_file(environ: "os._Environ[str] | dict[str, str]") -> None:
+def load_env_file(environ: os._Environ[str] | dict[str, str]) -> None:
     """`xeoncluster train --env` values: read from a 0600 file, never from argv (visible to `ps`).
     Before anything imports torch, so thread settings among them still take effect."""
     path = environ.get("XC_ENV_FILE")

@@ -6,11 +6,10 @@ import argparse
 from typing import Any
 
 from .errors import TrainingError
-from .grad_exchange import AUTO, GRAD_COMMS
 from .glue_data import TASKS
+from .grad_exchange import AUTO, GRAD_COMMS
 from .precision import PRECISIONS
 from .stack import BACKENDS, STACKS
-
 
 _PASS_THROUGH = (
     "Unknown --key value options are passed to transformers.TrainingArguments "
@@ -80,10 +79,11 @@ def trainer_overrides(unknown: list[str]) -> dict[str, Any]:
     if not unknown:
         return {}
     from transformers import HfArgumentParser
+    from transformers.hf_argparser import DataClassType
 
     from .run_arguments import RunTrainingArguments
 
-    parser = HfArgumentParser(RunTrainingArguments)
+    parser = HfArgumentParser(DataClassType(RunTrainingArguments))
     # SUPPRESS keeps only the options actually given, so our own defaults survive.
     for action in parser._actions:
         action.default = argparse.SUPPRESS

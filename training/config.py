@@ -112,9 +112,12 @@ def from_args(args: Any, trainer_overrides: dict[str, Any]) -> RunConfig:
     else:
         model, source = args.model or DEFAULT_MODEL, _source(args)
         tunables = _tunables(args, REAL_DEFAULTS)
-    if args.output_dir is None and demo_dir is None:
+    if args.output_dir:
+        output_dir = Path(args.output_dir)
+    elif demo_dir is not None:
+        output_dir = demo_dir / "runs" / args.command
+    else:
         raise TrainingError("--output-dir is required")
-    output_dir = Path(args.output_dir) if args.output_dir else demo_dir / "runs" / args.command
     return RunConfig(
         task=args.command,
         output_dir=output_dir,

@@ -109,7 +109,7 @@ def _write_squad(path: Path, records: list[dict[str, Any]]) -> None:
 
 
 def _mrpc_rows(rng: random.Random, world: Any, count: int, first_id: int) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for i in range(count):
         first, second, label = paraphrase_pair(rng, world)
         rows.append((str(label), str(first_id + 2 * i), str(first_id + 2 * i + 1), first, second))

@@ -7,10 +7,12 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-_ONSETS = tuple("b d f g k l m n p r s t v z br dr gr kr tr st th sh".split())
+_ONSETS = ("b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "dr", "gr", "kr", "tr", "st",
+           "th", "sh")
 _VOWELS = ("a", "e", "i", "o", "u", "ae", "ei", "ou")
 _CODAS = ("", "n", "r", "s", "l", "th", "m", "x", "nd")
-_ANIMALS = tuple("lion eagle wolf bear otter falcon heron lynx stag owl fox crane hare badger swan raven".split())
+_ANIMALS = ("lion", "eagle", "wolf", "bear", "otter", "falcon", "heron", "lynx", "stag", "owl", "fox", "crane", "hare",
+            "badger", "swan", "raven")
 _COLORS = ("red", "blue", "green", "gold", "white", "black", "purple", "orange", "silver", "grey")
 
 

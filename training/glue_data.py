@@ -64,9 +64,13 @@ def _label_id(value: Any, task: GlueTask) -> int:
 
 def _read_delimited(path: Path, delimiter: str) -> list[dict[str, str]]:
     # QUOTE_NONE: MRPC sentences contain bare '"' characters that are text, not CSV quoting.
-    quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
     with open(path, encoding="utf-8-sig", newline="") as handle:
-        return list(csv.DictReader(handle, delimiter=delimiter, quoting=quoting))
+        reader = csv.DictReader(
+            handle,
+            delimiter=delimiter,
+            quoting=csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL,
+        )
+        return list(reader)
 
 
 def _read_json(path: Path) -> list[dict[str, Any]]:

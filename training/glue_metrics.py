@@ -8,13 +8,13 @@ from collections.abc import Sequence
 def accuracy(labels: Sequence[int], predictions: Sequence[int]) -> float:
     if not labels:
         return 0.0
-    return sum(int(l == p) for l, p in zip(labels, predictions)) / len(labels)
+    return sum(int(label == p) for label, p in zip(labels, predictions, strict=True)) / len(labels)
 
 
 def _f1_for(labels: Sequence[int], predictions: Sequence[int], positive: int) -> float:
-    tp = sum(1 for l, p in zip(labels, predictions) if l == positive and p == positive)
-    fp = sum(1 for l, p in zip(labels, predictions) if l != positive and p == positive)
-    fn = sum(1 for l, p in zip(labels, predictions) if l == positive and p != positive)
+    tp = sum(1 for label, p in zip(labels, predictions, strict=True) if label == positive and p == positive)
+    fp = sum(1 for label, p in zip(labels, predictions, strict=True) if label != positive and p == positive)
+    fn = sum(1 for label, p in zip(labels, predictions, strict=True) if label == positive and p != positive)
     if tp == 0:
         return 0.0
     return 2 * tp / (2 * tp + fp + fn)

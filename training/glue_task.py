@@ -8,12 +8,12 @@ from typing import Any
 import numpy as np
 
 from .config import RunConfig
+from .evaluation import Evaluation
 from .glue_data import GlueTask, get_task, load_glue
 from .glue_metrics import glue_scores
-from .sources import load_from_hub
 from .predictions import glue_records
 from .sampling import cap
-from .evaluation import Evaluation
+from .sources import load_from_hub
 
 
 def _tokenize(
@@ -25,7 +25,7 @@ def _tokenize(
 
 class GlueTaskRunner:
     name = "glue"
-    metric_names = ("accuracy", "f1")
+    metric_names: tuple[str, ...] = ("accuracy", "f1")
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config
@@ -65,7 +65,7 @@ class GlueTaskRunner:
         )
 
     def eval_dataset(self, features: Any) -> Any | None:
-        return features["validation"] if "validation" in features else None
+        return features.get("validation")
 
     def evaluate(self, trainer: Any, raw: Any, features: Any) -> Evaluation | None:
         if "validation" not in features:

@@ -43,7 +43,7 @@ def resolve_grad_comm(grad_comm: str, precision: str) -> str:
     return "bf16" if precision == "bf16" else "fp32"
 
 
-def bf16_gloo_hook(process_group, bucket):  # type: ignore[no-untyped-def]
+def bf16_gloo_hook(process_group, bucket):  # type: ignore[no-untyped-def]  # DDP refuses string annotations on a hook
     """All-reduce a gradient bucket as bf16, halving the bytes on the wire; average; write back as fp32.
 
     torch's own `default_hooks.bf16_compress_hook` is refused without CUDA/NCCL or XPU ("BF16 all
@@ -56,6 +56,7 @@ def bf16_gloo_hook(process_group, bucket):  # type: ignore[no-untyped-def]
     import torch.distributed as dist
 
     group = process_group if process_group is not None else dist.group.WORLD
+    assert group is not None, "DDP runs its hooks in an initialized process group"
     world_size = group.size()
     buffer = bucket.buffer()
     compressed = buffer.to(torch.bfloat16).div_(world_size)
@@ -68,7 +69,7 @@ def bf16_gloo_hook(process_group, bucket):  # type: ignore[no-untyped-def]
     return future.then(decompress)
 
 
-def no_exchange_hook(process_group, bucket):  # type: ignore[no-untyped-def]
+def no_exchange_hook(process_group, bucket):  # type: ignore[no-untyped-def]  # DDP refuses string annotations on a hook
     """Keep this rank's gradients: a future that is already done, with nothing sent."""
     import torch
 

@@ -22,7 +22,10 @@ def ipex_trainer_class(base: type, precision: str) -> type:
 
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
 
-    class IpexTrainer(base):  # type: ignore[misc, valid-type]
+    class IpexTrainer(base):
+        model: Any
+        optimizer: Any
+
         def create_optimizer(self, *args: Any, **kwargs: Any) -> Any:
             optimizer = super().create_optimizer(*args, **kwargs)
             self.model.train()

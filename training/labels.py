@@ -18,7 +18,7 @@ class LabelledWriter(io.TextIOBase):
         self.partial = ""
         self.lock = threading.Lock()
 
-    def write(self, text: str) -> int:  # type: ignore[override]
+    def write(self, text: str) -> int:
         with self.lock:
             lines = (self.partial + text).split("\n")
             self.partial = lines.pop()

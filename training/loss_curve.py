@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 from .canvas import GLYPH_HEIGHT, Canvas, Colour, text_width
@@ -86,7 +87,7 @@ def _axes(canvas: Canvas, frame: Frame) -> None:
 
 def _series(canvas: Canvas, frame: Frame, points: list[Point], colour: Colour, marker: bool) -> None:
     pixels = [frame.at(p) for p in sorted(points)]
-    for (x0, y0), (x1, y1) in zip(pixels, pixels[1:]):
+    for (x0, y0), (x1, y1) in pairwise(pixels):
         canvas.line(x0, y0, x1, y1, colour, thickness=2)
     for x, y in pixels if marker or len(pixels) == 1 else []:
         canvas.fill(x - 3, y - 3, 7, 7, colour)

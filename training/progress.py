@@ -35,7 +35,7 @@ class Pace:
 def clock(seconds: float | None) -> str:
     if seconds is None:
         return "?"
-    whole = int(round(seconds))
+    whole = round(seconds)
     return f"{whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
 
 

@@ -15,8 +15,8 @@ from .demo_assets import ensure_demo_assets
 from .errors import TrainingError
 from .features_cache import cache_path, load_or_build, tokenizer_fingerprint
 from .interruption import EXIT_INTERRUPTED, NoticeWatcher, StepMarker, StopOnNotice, WatchSettings, own_address
-from .precision import cpu_flags_text, has_native_bf16, resolve_precision
 from .loss_curve import curve_from_history, write_loss_png
+from .precision import cpu_flags_text, has_native_bf16, resolve_precision
 from .predictions import write_files
 from .reporting import RunFacts, eval_loss_history, loss_history, seconds_per_epoch, write_metrics
 from .sources import check_local_files, load_from_hub, resolve_model
@@ -232,7 +232,7 @@ def _metrics_payload(
 ) -> dict[str, Any]:
     state = trainer.state
     runtime = float(result.metrics.get("train_runtime", 0.0))
-    scores = after.scores if after else {name: None for name in task.metric_names}
+    scores = after.scores if after else dict.fromkeys(task.metric_names)
     return {
         "task": facts.task,
         **scores,

@@ -54,7 +54,7 @@ def load_from_hub(what: str, name: str, loader: Callable[[], T]) -> T:
     """Run `loader`; any failure becomes one line naming the missing model or dataset."""
     try:
         return loader()
-    except Exception as exc:  # noqa: BLE001 - hub/IO errors come in many types
+    except Exception as exc:  # hub/IO errors come in many types
         if offline():
             raise TrainingError(
                 f"{what} '{name}' is not available offline (HF_HUB_OFFLINE=1); "

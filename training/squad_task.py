@@ -8,6 +8,9 @@ from typing import Any
 
 from .config import RunConfig
 from .errors import TrainingError
+from .evaluation import Evaluation
+from .predictions import squad_files
+from .sampling import cap
 from .sources import load_from_hub
 from .squad_data import has_negatives, load_squad
 from .squad_features import (
@@ -18,16 +21,13 @@ from .squad_features import (
     prepare_train_features,
 )
 from .squad_metrics import squad_scores
-from .predictions import squad_files
-from .sampling import cap
-from .evaluation import Evaluation
 
 _EVAL_ONLY_COLUMNS = ("example_id", "offset_mapping")
 
 
 class SquadTask:
     name = "squad"
-    metric_names = ("exact_match", "f1")
+    metric_names: tuple[str, ...] = ("exact_match", "f1")
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config

@@ -1,8 +1,8 @@
 """`xeoncluster exec`: one command on the chosen nodes in parallel, each line handed back as it comes."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..context import CommandContext
 from ..errors import ConfigError

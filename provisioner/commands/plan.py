@@ -65,7 +65,8 @@ def run(ctx: CommandContext) -> Plan:
                 prices, config_notes(cfg, bool(prices)) + tuple(checks))
 
 
-def instance_groups(cfg: ClusterConfig, image: ImagePlan, prices: dict[str, PriceQuote]) -> tuple[PlannedInstances, ...]:
+def instance_groups(cfg: ClusterConfig, image: ImagePlan,
+                    prices: dict[str, PriceQuote]) -> tuple[PlannedInstances, ...]:
     first = cfg.instance_types[0] if cfg.provider == "aws" else "-"
     base = image.base_id or f"unknown ({image.base_note})"
     bakes = image.action is ImageAction.BAKE and not image.in_background

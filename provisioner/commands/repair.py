@@ -58,7 +58,8 @@ def _answers(shell: NodeShell, node: Node) -> tuple[bool, str]:
     return (True, "") if out.ok else (False, out.last_line())
 
 
-def repair(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, dead: list[Node], grow_to: int) -> RepairResult:
+def repair(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, dead: list[Node],
+           grow_to: int) -> RepairResult:
     """Replace `dead` under the same names and add workers up to `grow_to`; then rewrite the master's
     files and check reach again. New nodes this call launched are removed again if it fails."""
     started = time.monotonic()

@@ -60,7 +60,7 @@ def _reachability(ctx: CommandContext, nodes: list[Node]) -> dict[str, tuple[boo
 
     try:
         with ThreadPoolExecutor(max_workers=min(32, len(nodes))) as pool:
-            return dict(zip((n.name for n in nodes), pool.map(probe, nodes)))
+            return dict(zip((n.name for n in nodes), pool.map(probe, nodes), strict=True))
     finally:
         shell.close()
 

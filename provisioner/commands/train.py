@@ -5,9 +5,10 @@ import json
 import shlex
 import tarfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from ..context import CommandContext
 from ..errors import ConfigError, RemoteError, TrainingError, XeonClusterError
@@ -17,11 +18,29 @@ from ..remote import CommandResult, NodeShell, RemoteFile
 from ..remote_layout import PACKAGE_ROOT, VENV, RemoteLayout
 from ..stacks import get_stack
 from ..topology import CpuTopology, parse_probe, probe_command
+from ..train_plan import (
+    ENV_FILE,
+    LaunchPlan,
+    TrainRequest,
+    build_plan,
+    check_request,
+    check_run_name,
+    default_run_name,
+    env_file_text,
+    launched_task,
+    resume_command,
+)
 from .train_failure import failure_line
+from .train_recovery import (
+    EXIT_INTERRUPTED,
+    Restart,
+    interrupted_error,
+    last_step,
+    lost_nodes,
+    replace_lost,
+    restore_checkpoint,
+)
 from .train_watch import NodeWatch, stop_command
-from .train_recovery import EXIT_INTERRUPTED, Restart, interrupted_error, last_step, lost_nodes, replace_lost, restore_checkpoint
-from ..train_plan import (ENV_FILE, LaunchPlan, TrainRequest, build_plan, check_request, check_run_name,
-                          default_run_name, env_file_text, launched_task, resume_command)
 
 T = TypeVar("T")
 LAUNCHER_PID = "launcher.pid"
@@ -102,7 +121,8 @@ class TrainRunner:
             with reporter.step("sync the training package and data"):
                 package = project_file("training")
                 result = sync_tree(shell, self.nodes, package, package_files(package), "training")
-                reporter.detail(f"training package {result.digest}: sent to {', '.join(result.sent_to) or 'none (unchanged)'}")
+                reporter.detail(f"training package {result.digest}: "
+                                f"sent to {', '.join(result.sent_to) or 'none (unchanged)'}")
                 data = self._sync_data(shell)
         return build_plan(self.request, self.stack, self.nodes, topology, home, run, data, iface,
                           self.ctx.provider.announces_interruptions)
@@ -278,8 +298,9 @@ class TrainRunner:
             return CommandResult(master.name, -1, "", exc.message)
         except KeyboardInterrupt:
             self._stop(pid_file)
+            resume = resume_command(self.request, self.ctx.config.name, plan.run)
             error = TrainingError(f"interrupted: run {plan.run} stopped on every node", log=log,
-                                  hint=f"continue it with `{resume_command(self.request, self.ctx.config.name, plan.run)}`")
+                                  hint=f"continue it with `{resume}`")
             error.exit_code = 130
             raise error from None
 

@@ -8,9 +8,9 @@ recovery starts within one poll instead.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Callable
 
 from ..context import CommandContext
 from ..errors import XeonClusterError
@@ -28,7 +28,7 @@ class NodeWatch:
     _done: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
-    def __enter__(self) -> "NodeWatch":
+    def __enter__(self) -> NodeWatch:
         if not self.names:
             return self
         self._thread = threading.Thread(target=self._watch, name="xeoncluster-node-watch", daemon=True)

@@ -9,9 +9,10 @@ Ctrl-C rolls back what this run created (up_rollback.py).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, replace
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from ..bake_lock import BakeLock
 from ..context import CommandContext
@@ -23,8 +24,16 @@ from ..remote import NodeShell
 from ..stacks import get_stack
 from ..state import ClusterRecord
 from .repair import RepairResult, health, repair
-from .up_nodes import (GROW_ROOT_FS, IMAGE_PREPARE, IMAGE_RESTORE, add_nodes, check_mesh, playbook_runner, run_on_master,
-                       write_cluster_files)
+from .up_nodes import (
+    GROW_ROOT_FS,
+    IMAGE_PREPARE,
+    IMAGE_RESTORE,
+    add_nodes,
+    check_mesh,
+    playbook_runner,
+    run_on_master,
+    write_cluster_files,
+)
 from .up_rollback import rollback
 
 Step = tuple[str, Callable[[], None]]
@@ -146,7 +155,8 @@ class UpSteps:
 
     def sequence(self) -> list[Step]:
         nodes = self.ctx.config.nodes
-        steps: list[Step] = [("prepare: key, network", self.prepare), (f"image: {self.image.action.value}", self.use_image),
+        steps: list[Step] = [("prepare: key, network", self.prepare),
+                             (f"image: {self.image.action.value}", self.use_image),
                              ("launch master", self.launch_master)]
         workers = [(f"launch {nodes - 1} worker(s)", self.launch_workers)] if nodes > 1 else []
         if self._launch_together():
@@ -156,11 +166,11 @@ class UpSteps:
             if self._grown_root() else []
         if self._in_background():
             # Every node starts from the base and is configured at once; the image is only for later ups.
-            steps += workers + [("configure nodes (playbooks)", self.configure),
-                                ("start baking the image in the background", self.bake_in_background)] + grow
+            steps += [*workers, ("configure nodes (playbooks)", self.configure),
+                      ("start baking the image in the background", self.bake_in_background), *grow]
         else:
             steps += [("configure nodes (playbooks)", self.configure)] if self.image.runs_playbooks else []
-            steps += [("bake image", self.bake)] + grow if self.image.action is ImageAction.BAKE else []
+            steps += [("bake image", self.bake), *grow] if self.image.action is ImageAction.BAKE else []
             steps += workers if self.image.action is not ImageAction.NONE else []
         steps.append(("write ssh config and hostfile on the master", self.write_files))
         # Itself included: this proves the key, config and pinned keys written on the master work,

@@ -127,7 +127,8 @@ IMAGE_RESTORE = (
 # After the disk grew: grow the root partition (growpart says NOCHANGE and exits 1 when there is
 # nothing to do) and its filesystem. A root that is not a partition of a disk has nothing to grow.
 GROW_ROOT_FS = (
-    "src=$(findmnt -no SOURCE /); case \"$src\" in /dev/*) ;; *) echo \"root is $src: nothing to grow\"; exit 0;; esac; "
+    "src=$(findmnt -no SOURCE /); "
+    "case \"$src\" in /dev/*) ;; *) echo \"root is $src: nothing to grow\"; exit 0;; esac; "
     "part=$(cat /sys/class/block/$(basename \"$src\")/partition 2>/dev/null || true); "
     "if [ -n \"$part\" ]; then sudo growpart \"/dev/$(lsblk -no PKNAME \"$src\" | head -n 1)\" \"$part\" || true; fi; "
     "if [ \"$(findmnt -no FSTYPE /)\" = xfs ]; then sudo xfs_growfs /; else sudo resize2fs \"$src\"; fi; df -h /"

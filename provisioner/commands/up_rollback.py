@@ -24,7 +24,7 @@ def rollback(ctx: CommandContext, step: str, exc: BaseException, keep: bool) -> 
     reporter.info(f"up failed at '{step}'; removing what it created")
     try:
         removed = ctx.provider.terminate(ctx.config)
-    except (Exception, KeyboardInterrupt) as cleanup:
+    except (Exception, KeyboardInterrupt) as cleanup:  # noqa: BLE001 - any cleanup error is reported with the step's
         # State stays, so the cluster is still known; `down` finds the rest by tag either way.
         detail = _describe(cleanup)
         reporter.log(f"rollback failed: {detail}")

@@ -1,14 +1,15 @@
 """Provider construction: one place that maps `provider:` to a class."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..config import ClusterConfig
     from .base import Provider
 
 
-def make_provider(cluster: "ClusterConfig", events: Callable[[str], None]) -> "Provider":
+def make_provider(cluster: ClusterConfig, events: Callable[[str], None]) -> Provider:
     if cluster.provider == "local":
         from .local import LocalProvider
 

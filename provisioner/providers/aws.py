@@ -7,16 +7,25 @@ launch attempt, and node names come from tags plus AmiLaunchIndex rather than pe
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, ProviderError
 from . import aws_images, aws_instances, aws_network, aws_teardown, aws_volumes
 from .aws_checkip import checkip_caller_ip
 from .aws_clients import OPTIONAL_RETRIES, ApiCall, AwsClients, translated
 from .aws_console import ConsoleWait, poll_host_keys
-from .aws_instances import (LaunchSpec, describe_instances, launch_with_fallback, near_zones, node_index,
-                            plan_attempts, terminate_now, to_node)
+from .aws_instances import (
+    LaunchSpec,
+    describe_instances,
+    launch_with_fallback,
+    near_zones,
+    node_index,
+    plan_attempts,
+    terminate_now,
+    to_node,
+)
 from .aws_preflight import resolve_ssh_cidr, run_preflight
 from .aws_pricing import node_prices, quote
 from .base import BaseImage, Image, Network, Node, PlannedResource, Prepared, PriceQuote, Provider, Removed
@@ -57,7 +66,7 @@ class AwsProvider(Provider):
     def calls(self) -> list[ApiCall]:
         return self.clients.calls
 
-    def ssh_cidr(self, cluster: "ClusterConfig") -> str:
+    def ssh_cidr(self, cluster: ClusterConfig) -> str:
         cidr = cluster.ssh.cidr
         if cidr not in self._resolved_cidrs:
             self._resolved_cidrs[cidr] = resolve_ssh_cidr(cidr, self._caller_ip)
@@ -66,11 +75,11 @@ class AwsProvider(Provider):
         return self._resolved_cidrs[cidr]
 
     # -- preflight -------------------------------------------------------------------------
-    def preflight(self, cluster: "ClusterConfig", *, for_plan: bool = False) -> list[str]:
+    def preflight(self, cluster: ClusterConfig, *, for_plan: bool = False) -> list[str]:
         return run_preflight(self.clients, cluster, lambda: self.ssh_cidr(cluster), require_base_image=not for_plan)
 
     # -- prepare: a pipeline of small named steps --------------------------------------------
-    def prepare(self, cluster: "ClusterConfig", public_key: str) -> Prepared:
+    def prepare(self, cluster: ClusterConfig, public_key: str) -> Prepared:
         created: dict[str, list[str]] = {"key_pair": [], "security_group": [], "placement_group": []}
         with translated(f"preparing cluster {cluster.name} in {self.region}"):
             vpc_id = aws_network.resolve_vpc(self.ec2, cluster.vpc_id)
@@ -81,7 +90,7 @@ class AwsProvider(Provider):
             network = self._network(cluster, vpc_id, group_id)
         return Prepared(created, network)
 
-    def _network(self, cluster: "ClusterConfig", vpc_id: str, group_id: str) -> Network:
+    def _network(self, cluster: ClusterConfig, vpc_id: str, group_id: str) -> Network:
         subnets = aws_network.subnets_by_zone(self.ec2, vpc_id)
         offered = aws_network.offered_zones(self.ec2, cluster.instance_types)
         wanted = cluster.zones or list(subnets)
@@ -89,7 +98,7 @@ class AwsProvider(Provider):
                          for t in cluster.instance_types}
         return Network(vpc_id, group_id, subnets, zones_by_type)
 
-    def _find_network(self, cluster: "ClusterConfig") -> Network:
+    def _find_network(self, cluster: ClusterConfig) -> Network:
         vpc_id = aws_network.resolve_vpc(self.ec2, cluster.vpc_id)
         group = aws_network.find_security_group(self.ec2, cluster.name, vpc_id)
         if group is None:
@@ -97,14 +106,14 @@ class AwsProvider(Provider):
                                 hint="preparing the cluster again re-creates it")
         return self._network(cluster, vpc_id, group["GroupId"])
 
-    def _configure_key_pair(self, cluster: "ClusterConfig", public_key: str, created: dict[str, list[str]]) -> None:
+    def _configure_key_pair(self, cluster: ClusterConfig, public_key: str, created: dict[str, list[str]]) -> None:
         result = aws_network.ensure_key_pair(self.ec2, cluster.name, public_key)
         if result.created:
             created["key_pair"].append(result.name)
         verb = "replaced (local key changed)" if result.replaced else "imported" if result.created else "reused"
         self.events(f"key pair {result.name}: {verb}")
 
-    def _configure_security_group(self, cluster: "ClusterConfig", vpc_id: str, created: dict[str, list[str]]) -> str:
+    def _configure_security_group(self, cluster: ClusterConfig, vpc_id: str, created: dict[str, list[str]]) -> str:
         result = aws_network.ensure_security_group(self.ec2, cluster.name, vpc_id, self.ssh_cidr(cluster))
         if result.created:
             created["security_group"].append(result.id)
@@ -113,14 +122,14 @@ class AwsProvider(Provider):
                     + (f" ({'; '.join(changes)})" if changes else ""))
         return result.id
 
-    def _configure_placement_group(self, cluster: "ClusterConfig", created: dict[str, list[str]]) -> None:
+    def _configure_placement_group(self, cluster: ClusterConfig, created: dict[str, list[str]]) -> None:
         result = aws_network.ensure_placement_group(self.ec2, cluster.name)
         if result.created:
             created["placement_group"].append(result.name)
         self.events(f"placement group {result.name} (cluster strategy): {'created' if result.created else 'reused'}")
 
     # -- images ----------------------------------------------------------------------------
-    def base_image(self, cluster: "ClusterConfig") -> BaseImage:
+    def base_image(self, cluster: ClusterConfig) -> BaseImage:
         """What the nodes start from: the given AMI, else Ubuntu 24.04 from SSM."""
         if cluster.image.startswith("ami-"):
             return BaseImage(cluster.image)
@@ -130,7 +139,7 @@ class AwsProvider(Provider):
         except ConfigError:
             return BaseImage(None, "SSM parameter missing")
 
-    def _base_image_id(self, cluster: "ClusterConfig") -> str:
+    def _base_image_id(self, cluster: ClusterConfig) -> str:
         if cluster.image.startswith("ami-"):
             return cluster.image
         with translated("reading the Ubuntu 24.04 image id from SSM"):
@@ -155,7 +164,7 @@ class AwsProvider(Provider):
             aws_images.remove_image(self.ec2, image_id, self.sleep)
             return None
 
-    def start_bake(self, cluster: "ClusterConfig", node: Node, key: str,
+    def start_bake(self, cluster: ClusterConfig, node: Node, key: str,
                    on_snapshot: Callable[[], None] | None = None) -> str:
         with translated(f"baking an image from {node.name} ({node.id})"):
             image_id = aws_images.start_bake(self.ec2, cluster.name, node.id, key)
@@ -169,7 +178,7 @@ class AwsProvider(Provider):
             raw = aws_images.describe_image(self.ec2, image_id)
         return aws_images.to_image(raw) if raw else None
 
-    def bake(self, cluster: "ClusterConfig", node: Node, key: str,
+    def bake(self, cluster: ClusterConfig, node: Node, key: str,
              on_snapshot: Callable[[], None] | None = None) -> Image:
         with translated(f"baking an image from {node.name} ({node.id})"):
             image = aws_images.bake(self.ec2, cluster.name, node.id, key, self.image_wait, self.sleep, on_snapshot)
@@ -184,12 +193,12 @@ class AwsProvider(Provider):
         with translated(f"removing image {image_id}"):
             return aws_images.remove_image(self.ec2, image_id, self.sleep)
 
-    def purge_images(self, cluster: "ClusterConfig") -> Removed:
+    def purge_images(self, cluster: ClusterConfig) -> Removed:
         with translated(f"removing the images of cluster {cluster.name}"):
             return aws_images.purge_images(self.ec2, cluster.name, self.sleep)
 
     # -- instances -------------------------------------------------------------------------
-    def launch(self, cluster: "ClusterConfig", count: int, image: Image | None, role: str, first_index: int,
+    def launch(self, cluster: ClusterConfig, count: int, image: Image | None, role: str, first_index: int,
                network: Network | None = None, near: Node | None = None, root_gib: int | None = None) -> list[Node]:
         if count <= 0:
             return []
@@ -218,7 +227,7 @@ class AwsProvider(Provider):
             raise
         return sorted((to_node(r, cluster.ssh.address) for r in raws), key=node_index)
 
-    def _launch_spec(self, cluster: "ClusterConfig", network: Network, count: int, image: Image | None,
+    def _launch_spec(self, cluster: ClusterConfig, network: Network, count: int, image: Image | None,
                      role: str, first_index: int) -> LaunchSpec:
         image_id = image.id if image is not None else self._base_image_id(cluster)
         raw_image = aws_images.describe_image(self.ec2, image_id)
@@ -234,17 +243,17 @@ class AwsProvider(Provider):
             # in a default VPC that is a public IP (preflight checks the subnets' default route).
             public_ip=True)
 
-    def remove_node(self, cluster: "ClusterConfig", node: Node) -> Removed:
+    def remove_node(self, cluster: ClusterConfig, node: Node) -> Removed:
         with translated(f"terminating {node.name} ({node.id})"):
             gone = aws_teardown.terminate_if_present(self.ec2, node.id, self.instance_wait)
         return Removed({"instances": [node.id] if gone else []})
 
-    def loss_reason(self, cluster: "ClusterConfig", node: Node) -> str:
+    def loss_reason(self, cluster: ClusterConfig, node: Node) -> str:
         """EC2's own account of the instance: e.g. a spot interruption (Server.SpotInstanceTermination)."""
         with translated(f"describing {node.name} ({node.id})"):
             return aws_instances.loss_reason(self.ec2, node.id)
 
-    def grow_root(self, cluster: "ClusterConfig", node: Node, gib: int) -> bool:
+    def grow_root(self, cluster: ClusterConfig, node: Node, gib: int) -> bool:
         with translated(f"growing the root volume of {node.name} ({node.id}) to {gib} GiB"):
             volume_id, size = aws_volumes.root_volume(self.ec2, node.id)
             if size < gib:
@@ -252,7 +261,7 @@ class AwsProvider(Provider):
         self.events(f"root volume of {node.name} grown from {size} to {gib} GiB")
         return True
 
-    def nodes(self, cluster: "ClusterConfig") -> list[Node]:
+    def nodes(self, cluster: ClusterConfig) -> list[Node]:
         """The cluster's live instances, from tags, each with its estimated $/hour."""
         with translated(f"listing the nodes of {cluster.name}"):
             raws = describe_instances(self.ec2, cluster=cluster.name)
@@ -273,7 +282,7 @@ class AwsProvider(Provider):
         return found.keys
 
     # -- teardown --------------------------------------------------------------------------
-    def terminate(self, cluster: "ClusterConfig") -> Removed:
+    def terminate(self, cluster: ClusterConfig) -> Removed:
         ec2 = self.ec2
         with translated(f"tearing down {cluster.name} in {self.region}"):
             instance_ids, linked = aws_teardown.find_instance_ids(ec2, cluster.name)
@@ -294,16 +303,16 @@ class AwsProvider(Provider):
     def _pricing(self) -> Any:
         return self.clients.client("pricing", region="us-east-1", retries=OPTIONAL_RETRIES)
 
-    def prices(self, cluster: "ClusterConfig") -> dict[str, PriceQuote]:
+    def prices(self, cluster: ClusterConfig) -> dict[str, PriceQuote]:
         with translated("reading prices"):
             return quote(self.ec2, self._pricing(), cluster.instance_types, self.region)
 
-    def planned_resources(self, cluster: "ClusterConfig") -> list[PlannedResource]:
+    def planned_resources(self, cluster: ClusterConfig) -> list[PlannedResource]:
         ec2, name = self.ec2, aws_network.resource_name(cluster.name)
         with translated(f"planning {cluster.name} in {self.region}"):
             return self._planned_resources(ec2, name, cluster)
 
-    def _planned_resources(self, ec2: Any, name: str, cluster: "ClusterConfig") -> list[PlannedResource]:
+    def _planned_resources(self, ec2: Any, name: str, cluster: ClusterConfig) -> list[PlannedResource]:
         vpc_id = aws_network.resolve_vpc(ec2, cluster.vpc_id)
         has_key = bool(ec2.describe_key_pairs(Filters=[{"Name": "key-name", "Values": [name]}])["KeyPairs"])
         has_group = aws_network.find_security_group(ec2, cluster.name, vpc_id) is not None

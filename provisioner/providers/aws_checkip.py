@@ -8,15 +8,16 @@ from __future__ import annotations
 import http.client
 import socket
 import ssl
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 CHECKIP_HOST = "checkip.amazonaws.com"
 TIMEOUT = 5.0
 MAX_ANSWER = 256
 
 # (IPv4 address, TLS server name, timeout) -> a connected TLS socket
-Connect = Callable[[str, str, float], Any]
+Connect = Callable[[str, str, float | None], Any]
 
 
 def resolve_ipv4(host: str) -> list[str]:
@@ -24,7 +25,7 @@ def resolve_ipv4(host: str) -> list[str]:
     return list(dict.fromkeys(str(info[4][0]) for info in infos))
 
 
-def tls_connect(address: str, server_name: str, timeout: float) -> Any:
+def tls_connect(address: str, server_name: str, timeout: float | None) -> Any:
     sock = socket.create_connection((address, 443), timeout=timeout)
     try:
         return ssl.create_default_context().wrap_socket(sock, server_hostname=server_name)

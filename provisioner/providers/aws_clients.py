@@ -3,14 +3,21 @@ from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import (BotoCoreError, ClientError, HTTPClientError,
-                                 NoCredentialsError, PartialCredentialsError, ProfileNotFound)
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    HTTPClientError,
+    NoCredentialsError,
+    PartialCredentialsError,
+    ProfileNotFound,
+)
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from ..errors import ConfigError, ProviderError

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -25,7 +26,7 @@ class ConsoleWait:
     latest: bool = True
 
     @classmethod
-    def from_config(cls, wait: dict[str, int]) -> "ConsoleWait":
+    def from_config(cls, wait: dict[str, int]) -> ConsoleWait:
         return cls(delay=float(wait["Delay"]), budget=float(wait["Delay"] * wait["MaxAttempts"]))
 
 

@@ -1,14 +1,25 @@
 """AMIs: the Ubuntu base from SSM, cached images found by key, bake, and removal with snapshots."""
 from __future__ import annotations
 
+import contextlib
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from botocore.exceptions import ClientError
 
 from ..errors import ConfigError, ProviderError
-from .aws_clients import (cluster_tags, error_code, error_text, guarded, image_key_filter, paginate, provider_error,
-                          tag_specs, tags_of)
+from .aws_clients import (
+    cluster_tags,
+    error_code,
+    error_text,
+    guarded,
+    image_key_filter,
+    paginate,
+    provider_error,
+    tag_specs,
+    tags_of,
+)
 from .base import TAG_CLUSTER, TAG_IMAGE_KEY, Image, Removed
 
 BASE_IMAGE_PARAMETER = "/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id"
@@ -60,8 +71,8 @@ def to_image(raw: dict[str, Any]) -> Image:
 
 
 def find_image(ec2: Any, key: str) -> Image | None:
-    found = ec2.describe_images(Owners=["self"], Filters=image_key_filter(key) + [
-        {"Name": "state", "Values": ["available"]}])["Images"]
+    found = ec2.describe_images(Owners=["self"], Filters=[
+        *image_key_filter(key), {"Name": "state", "Values": ["available"]}])["Images"]
     if not found:
         return None
     return to_image(max(found, key=lambda i: i.get("CreationDate", "")))
@@ -69,8 +80,8 @@ def find_image(ec2: Any, key: str) -> Image | None:
 
 def pending_image(ec2: Any, key: str) -> str | None:
     """An image of this key still being made (a bake an earlier `up` left running in the background)."""
-    found = ec2.describe_images(Owners=["self"], Filters=image_key_filter(key) + [
-        {"Name": "state", "Values": ["pending"]}])["Images"]
+    found = ec2.describe_images(Owners=["self"], Filters=[
+        *image_key_filter(key), {"Name": "state", "Values": ["pending"]}])["Images"]
     return str(max(found, key=lambda i: i.get("CreationDate", ""))["ImageId"]) if found else None
 
 
@@ -121,10 +132,8 @@ def _wait_until_available(ec2: Any, image_id: str, wait: dict[str, int]) -> dict
 
 
 def _remove_quietly(ec2: Any, image_id: str, sleep: Callable[[float], None]) -> None:
-    try:
+    with contextlib.suppress(Exception):  # the original error matters more than the clean-up one
         remove_image(ec2, image_id, sleep, not_found_delays=NOT_YET_VISIBLE_DELAYS)
-    except Exception:  # noqa: BLE001 - the original error matters more than the clean-up one
-        pass
 
 
 def remove_image(ec2: Any, image_id: str, sleep: Callable[[float], None] = time.sleep,
@@ -186,7 +195,8 @@ def delete_snapshot(ec2: Any, snapshot_id: str, sleep: Callable[[float], None]) 
 
 
 def purge_images(ec2: Any, cluster: str, sleep: Callable[[float], None] = time.sleep) -> Removed:
-    found = ec2.describe_images(Owners=["self"], Filters=[{"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]}])["Images"]
+    found = ec2.describe_images(Owners=["self"],
+                                Filters=[{"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]}])["Images"]
     removed = Removed({"image": [], "snapshot": []})
     for raw in found:
         removed = removed.merge(remove_image(ec2, raw["ImageId"], sleep))

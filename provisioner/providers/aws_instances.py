@@ -1,16 +1,30 @@
 """Instances: the run_instances request as a value, capacity fallback, and Node views from tags."""
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError, WaiterError
 
 from ..errors import ProviderError
-from .aws_clients import (TAG_INDEX_BASE, call_retrying, chunks, cluster_filter, cluster_tags, error_code, error_text,
-                          is_capacity_error, paginate, provider_error, tag_specs, tags_of)
+from .aws_clients import (
+    TAG_INDEX_BASE,
+    call_retrying,
+    chunks,
+    cluster_filter,
+    cluster_tags,
+    error_code,
+    error_text,
+    is_capacity_error,
+    paginate,
+    provider_error,
+    tag_specs,
+    tags_of,
+)
 from .base import TAG_ROLE, Node
 
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
@@ -19,8 +33,10 @@ KMS_HINT = ("if EBS encryption uses a customer-managed default KMS key, allow km
 CLIENT_DEATH_HINTS = {
     "Client.InternalError": KMS_HINT,
     "Client.VolumeLimitExceeded": "request a higher EBS storage quota, or use fewer nodes or a smaller root_volume_gib",
-    "Client.InstanceInitiatedShutdown": "the image shut the node down at boot; check the image (image: in cluster.yaml)",
-    "Client.InvalidSnapshot.NotFound": "the image's snapshot is gone; remove the image (`xeoncluster images rm`) to re-bake it",
+    "Client.InstanceInitiatedShutdown": "the image shut the node down at boot; check the image "
+                                        "(image: in cluster.yaml)",
+    "Client.InvalidSnapshot.NotFound": "the image's snapshot is gone; remove the image (`xeoncluster images rm`) "
+                                       "to re-bake it",
 }
 
 
@@ -136,7 +152,8 @@ def launch_with_fallback(ec2: Any, spec: LaunchSpec, attempts: list[Attempt], wa
         raise ProviderError(f"could not launch {spec.count} {spec.role} node(s) in {required_zone}, the zone the "
                             f"cluster's placement group is bound to: {tried}",
                             hint="retry later, add instance types, or set placement_group: false")
-    hint = "add instance types or zones" + (", or set on_demand_fallback: true" if attempts and attempts[0].market == "spot" else "")
+    hint = "add instance types or zones" + (", or set on_demand_fallback: true"
+                                             if attempts and attempts[0].market == "spot" else "")
     raise ProviderError(f"could not launch {spec.count} {spec.role} node(s): {tried}", hint=hint)
 
 
@@ -200,10 +217,8 @@ def state_reason(response: dict[str, Any]) -> StateReason:
 def terminate_now(ec2: Any, ids: list[str]) -> None:
     """Best effort: the caller is already failing; `terminate` by tag is the safety net."""
     for batch in chunks(ids, 1000):
-        try:
+        with contextlib.suppress(Exception):  # any error here would hide the caller's own
             ec2.terminate_instances(InstanceIds=batch)
-        except Exception:  # noqa: BLE001
-            pass
 
 
 def describe_instances(ec2: Any, *, ids: list[str] | None = None, cluster: str | None = None) -> list[dict[str, Any]]:

@@ -11,10 +11,8 @@ from botocore.exceptions import ClientError
 from botocore.parsers import ResponseParserError
 
 from ..errors import ConfigError, ProviderError
-from .aws_clients import (TAG_KEY_DIGEST, cluster_tags, error_code, guarded, paginate, tag_specs,
-                          tags_of)
+from .aws_clients import TAG_KEY_DIGEST, cluster_tags, error_code, guarded, paginate, tag_specs, tags_of
 from .base import TAG_CLUSTER
-
 
 PLACEMENT_API_MISSING = frozenset({"NotImplemented", "InternalFailure"})
 ROUTE_TARGETS = ("GatewayId", "NatGatewayId", "TransitGatewayId", "NetworkInterfaceId", "InstanceId",
@@ -53,8 +51,9 @@ def resolve_vpc(ec2: Any, vpc_id: str | None) -> str:
             ec2.describe_vpcs(VpcIds=[vpc_id])
         except ClientError as exc:
             if error_code(exc) == "InvalidVpcID.NotFound":
-                raise ConfigError(f"vpc_id '{vpc_id}' does not exist in {ec2.meta.region_name}",
-                                  hint="set vpc_id to a VPC of this region, or remove it to use the default VPC") from None
+                raise ConfigError(
+                    f"vpc_id '{vpc_id}' does not exist in {ec2.meta.region_name}",
+                    hint="set vpc_id to a VPC of this region, or remove it to use the default VPC") from None
             raise
         return vpc_id
     vpcs = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"]
@@ -122,9 +121,9 @@ def ensure_key_pair(ec2: Any, cluster: str, public_key: str) -> KeyPairResult:
         # The local key changed (state directory recreated): the old AWS key would lock us out.
         guarded(f"deleting stale key pair {name}", lambda: ec2.delete_key_pair(KeyName=name))
         replaced = True
-    tags = cluster_tags(cluster, "key-pair", **{TAG_KEY_DIGEST: digest})
+    new_tags = cluster_tags(cluster, "key-pair", **{TAG_KEY_DIGEST: digest})
     made = guarded(f"importing key pair {name}", lambda: ec2.import_key_pair(
-        KeyName=name, PublicKeyMaterial=public_key.encode(), TagSpecifications=tag_specs(tags, "key-pair")))
+        KeyName=name, PublicKeyMaterial=public_key.encode(), TagSpecifications=tag_specs(new_tags, "key-pair")))
     return KeyPairResult(name, made.get("KeyPairId", name), created=True, replaced=replaced)
 
 
@@ -183,7 +182,8 @@ def wanted_rules(group_id: str, ssh_cidr: str) -> list[dict[str, Any]]:
 
 def _rule_changes(existing: list[dict[str, Any]], group_id: str,
                   ssh_cidr: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    has_self = any(p.get("IpProtocol") == "-1" and any(g.get("GroupId") == group_id for g in p.get("UserIdGroupPairs", []))
+    has_self = any(p.get("IpProtocol") == "-1"
+                   and any(g.get("GroupId") == group_id for g in p.get("UserIdGroupPairs", []))
                    for p in existing)
     ssh_cidrs = {r.get("CidrIp") or r.get("CidrIpv6") for p in existing if _is_ssh(p)
                  for r in p.get("IpRanges", []) + p.get("Ipv6Ranges", [])}
@@ -224,7 +224,8 @@ def describe_placement_groups(ec2: Any, filters: list[dict[str, Any]]) -> list[d
 
 def ensure_placement_group(ec2: Any, cluster: str) -> PlacementGroupResult:
     name = resource_name(cluster)
-    groups = ec2.describe_placement_groups(Filters=[{"Name": "group-name", "Values": [name]}]).get("PlacementGroups", [])
+    groups = ec2.describe_placement_groups(
+        Filters=[{"Name": "group-name", "Values": [name]}]).get("PlacementGroups", [])
     if any(g.get("State") not in ("deleting", "deleted") for g in groups):
         return PlacementGroupResult(name, created=False)
     guarded(f"creating placement group {name}", lambda: ec2.create_placement_group(

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
@@ -43,10 +44,12 @@ def check_credentials(clients: AwsClients) -> str:
     try:
         return str(clients.client("sts").get_caller_identity()["Arn"])
     except EndpointConnectionError:
-        raise ConfigError(f"cannot reach AWS STS in {clients.region}", hint="check the region and your network") from None
+        raise ConfigError(f"cannot reach AWS STS in {clients.region}",
+                          hint="check the region and your network") from None
     except (ClientError, BotoCoreError) as exc:
         if is_credentials_error(exc):
-            detail = "no AWS credentials found" if error_code(exc) in ("NoCredentialsError", "PartialCredentialsError") \
+            detail = "no AWS credentials found" \
+                if error_code(exc) in ("NoCredentialsError", "PartialCredentialsError") \
                 else f"AWS rejected the credentials ({error_text(exc)})"
             raise ConfigError(detail, hint=CREDENTIALS_HINT) from None
         raise
@@ -85,7 +88,7 @@ def check_instance_types(ec2: Any, names: list[str]) -> dict[str, TypeInfo]:
     return infos
 
 
-def check_zones(ec2: Any, cluster: "ClusterConfig", vpc_id: str) -> list[str]:
+def check_zones(ec2: Any, cluster: ClusterConfig, vpc_id: str) -> list[str]:
     """Zones that will be tried: the configured ones (which must exist), else all with a subnet."""
     region_zones = [z["ZoneName"] for z in ec2.describe_availability_zones(
         Filters=[{"Name": "zone-type", "Values": ["availability-zone"]}])["AvailabilityZones"]]
@@ -142,7 +145,8 @@ def check_image(clients: AwsClients, image: str, root_gib: int, require_base: bo
     if image.startswith("ami-"):
         raw = describe_image(clients.ec2, image)
         if raw is None:
-            raise ConfigError(f"image '{image}' not found in {clients.region}", hint="set image: auto, or an AMI of this region")
+            raise ConfigError(f"image '{image}' not found in {clients.region}",
+                              hint="set image: auto, or an AMI of this region")
         _check_fits(root_gib, image_gib(raw), f"image {image}")
         return []
     if image == "auto":
@@ -164,7 +168,7 @@ def _check_fits(root_gib: int, needed: int, what: str) -> None:
                           hint=f"set root_volume_gib: {needed} or more")
 
 
-def check_quota(clients: AwsClients, cluster: "ClusterConfig", info: TypeInfo) -> list[str]:
+def check_quota(clients: AwsClients, cluster: ClusterConfig, info: TypeInfo) -> list[str]:
     if not info.name.startswith(STANDARD_FAMILIES):
         return [f"vCPU quota not checked for {info.name} (not a Standard family)"]
     demand = {cluster.effective_master_market: info.vcpus}
@@ -175,7 +179,8 @@ def check_quota(clients: AwsClients, cluster: "ClusterConfig", info: TypeInfo) -
             continue
         code, title = QUOTAS[market]
         try:
-            limit = float(clients.client("service-quotas", retries=OPTIONAL_RETRIES).get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
+            quotas = clients.client("service-quotas", retries=OPTIONAL_RETRIES)
+            limit = float(quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
         except Exception as exc:  # noqa: BLE001 - the quota API is optional (moto lacks it)
             notes.append(f"vCPU quota '{title}' not checked ({error_text(exc)})")
             continue
@@ -211,7 +216,7 @@ def ssh_notes(cidr: str) -> list[str]:
     return [f"SSH allowed only from {cidr}"]
 
 
-def run_preflight(clients: AwsClients, cluster: "ClusterConfig", resolve_cidr: Callable[[], str],
+def run_preflight(clients: AwsClients, cluster: ClusterConfig, resolve_cidr: Callable[[], str],
                   require_base_image: bool = True) -> list[str]:
     """Every read-only check `up` needs. `plan` passes require_base_image=False: a missing Ubuntu
     SSM parameter or default route becomes a warning note there, while `up` stops with a ConfigError."""

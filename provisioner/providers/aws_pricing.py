@@ -16,7 +16,7 @@ PRICING_REGION = "us-east-1"
 def spot_prices_by_zone(ec2: Any, instance_types: list[str]) -> dict[tuple[str, str], float]:
     """The current spot price per (type, zone): the latest history entry of each."""
     history = paginate(ec2, "describe_spot_price_history", "SpotPriceHistory", InstanceTypes=list(instance_types),
-                       ProductDescriptions=["Linux/UNIX"], StartTime=dt.datetime.now(dt.timezone.utc))
+                       ProductDescriptions=["Linux/UNIX"], StartTime=dt.datetime.now(dt.UTC))
     latest: dict[tuple[str, str], tuple[Any, float]] = {}
     for entry in history:
         key = (entry["InstanceType"], entry["AvailabilityZone"])

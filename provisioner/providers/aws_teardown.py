@@ -1,12 +1,13 @@
 """Teardown by tag: everything tagged with the cluster, found without any local state."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from botocore.exceptions import ClientError
 
 from ..errors import ProviderError
-from .aws_clients import chunks, cluster_filter, error_code, error_text, guarded, paginate
+from .aws_clients import chunks, cluster_filter, error_code, error_text, paginate, translated
 from .aws_instances import LIVE_STATES
 from .aws_network import describe_placement_groups
 
@@ -16,8 +17,8 @@ SG_BACKOFF = (2, 4, 8, 15, 30, 30, 30)
 
 def find_instance_ids(ec2: Any, cluster: str) -> tuple[list[str], list[str]]:
     """(ids to terminate, spot request ids they came from) in any state but terminated."""
-    reservations = paginate(ec2, "describe_instances", "Reservations", Filters=cluster_filter(cluster) + [
-        {"Name": "instance-state-name", "Values": LIVE_STATES + ["shutting-down"]}])
+    reservations = paginate(ec2, "describe_instances", "Reservations", Filters=[
+        *cluster_filter(cluster), {"Name": "instance-state-name", "Values": [*LIVE_STATES, "shutting-down"]}])
     instances = [i for r in reservations for i in r.get("Instances", [])]
     return ([i["InstanceId"] for i in instances],
             [i["SpotInstanceRequestId"] for i in instances if i.get("SpotInstanceRequestId")])
@@ -25,19 +26,21 @@ def find_instance_ids(ec2: Any, cluster: str) -> tuple[list[str], list[str]]:
 
 def cancel_spot_requests(ec2: Any, cluster: str, linked: list[str]) -> list[str]:
     tagged = paginate(ec2, "describe_spot_instance_requests", "SpotInstanceRequests",
-                      Filters=cluster_filter(cluster) + [{"Name": "state", "Values": ["open", "active"]}])
+                      Filters=[*cluster_filter(cluster), {"Name": "state", "Values": ["open", "active"]}])
     ids = sorted({r["SpotInstanceRequestId"] for r in tagged} | set(linked))
     for batch in chunks(ids, 1000):
-        guarded("cancelling spot requests", lambda: ec2.cancel_spot_instance_requests(SpotInstanceRequestIds=batch))
+        with translated("cancelling spot requests"):
+            ec2.cancel_spot_instance_requests(SpotInstanceRequestIds=batch)
     return ids
 
 
 def terminate_instances(ec2: Any, ids: list[str], wait: dict[str, int]) -> None:
     for batch in chunks(ids, 1000):
-        guarded("terminating instances", lambda: ec2.terminate_instances(InstanceIds=batch))
+        with translated("terminating instances"):
+            ec2.terminate_instances(InstanceIds=batch)
     for batch in chunks(ids, 1000):
-        guarded("waiting for instances to terminate",
-                lambda: ec2.get_waiter("instance_terminated").wait(InstanceIds=batch, WaiterConfig=wait))
+        with translated("waiting for instances to terminate"):
+            ec2.get_waiter("instance_terminated").wait(InstanceIds=batch, WaiterConfig=wait)
 
 
 def terminate_if_present(ec2: Any, instance_id: str, wait: dict[str, int]) -> bool:
@@ -86,7 +89,8 @@ def _delete_group_with_backoff(ec2: Any, group_id: str, sleep: Callable[[float],
 def delete_key_pairs(ec2: Any, cluster: str) -> list[str]:
     pairs = ec2.describe_key_pairs(Filters=cluster_filter(cluster))["KeyPairs"]
     for pair in pairs:
-        guarded(f"deleting key pair {pair['KeyName']}", lambda: ec2.delete_key_pair(KeyName=pair["KeyName"]))
+        with translated(f"deleting key pair {pair['KeyName']}"):
+            ec2.delete_key_pair(KeyName=pair["KeyName"])
     return [p["KeyName"] for p in pairs]
 
 

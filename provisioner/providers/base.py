@@ -7,8 +7,9 @@ the provider does not support it, so no caller ever asks `getattr(provider, ...)
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, ClassVar, Mapping
+from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import ProviderError
 
@@ -75,7 +76,7 @@ class Removed:
 
     items: dict[str, list[str]] = field(default_factory=dict)
 
-    def merge(self, other: "Removed") -> "Removed":
+    def merge(self, other: Removed) -> Removed:
         merged = {k: list(v) for k, v in self.items.items()}
         for kind, ids in other.items.items():
             merged.setdefault(kind, []).extend(ids)
@@ -121,12 +122,12 @@ class Provider(ABC):
     bake_root_gib: ClassVar[int | None] = None
 
     @abstractmethod
-    def preflight(self, cluster: "ClusterConfig", *, for_plan: bool = False) -> list[str]:
+    def preflight(self, cluster: ClusterConfig, *, for_plan: bool = False) -> list[str]:
         """Read-only checks; raise ConfigError on bad input. Returns notes to show the user.
         `for_plan`: a missing base image is a note, not an error (the plan still shows the rest)."""
 
     @abstractmethod
-    def prepare(self, cluster: "ClusterConfig", public_key: str) -> Prepared:
+    def prepare(self, cluster: ClusterConfig, public_key: str) -> Prepared:
         """Key pair, security group or bridge; idempotent."""
 
     @abstractmethod
@@ -136,22 +137,22 @@ class Provider(ABC):
     def get_image(self, image_id: str) -> Image | None: ...
 
     @abstractmethod
-    def launch(self, cluster: "ClusterConfig", count: int, image: Image | None, role: str, first_index: int,
+    def launch(self, cluster: ClusterConfig, count: int, image: Image | None, role: str, first_index: int,
                network: Network | None = None, near: Node | None = None, root_gib: int | None = None) -> list[Node]:
         """`network`: what prepare() returned; looked up again when not given. `near`: launch close to
         this node (its zone first, where the provider has zones). `root_gib`: instead of the config's."""
 
     @abstractmethod
-    def bake(self, cluster: "ClusterConfig", node: Node, key: str,
+    def bake(self, cluster: ClusterConfig, node: Node, key: str,
              on_snapshot: Callable[[], None] | None = None) -> Image:
         """`on_snapshot` is called once the image's content is fixed, before waiting for it to be usable."""
 
     @abstractmethod
-    def nodes(self, cluster: "ClusterConfig") -> list[Node]:
+    def nodes(self, cluster: ClusterConfig) -> list[Node]:
         """From the provider's own truth (tags, namespaces), never from local state."""
 
     @abstractmethod
-    def terminate(self, cluster: "ClusterConfig") -> Removed:
+    def terminate(self, cluster: ClusterConfig) -> Removed:
         """Everything the cluster owns; idempotent."""
 
     @abstractmethod
@@ -161,7 +162,7 @@ class Provider(ABC):
     def remove_image(self, image_id: str) -> Removed: ...
 
     # -- optional capabilities ---------------------------------------------------------------
-    def base_image(self, cluster: "ClusterConfig") -> BaseImage:
+    def base_image(self, cluster: ClusterConfig) -> BaseImage:
         """Not supported: nodes start from this machine's own OS."""
         return BaseImage(f"{self.name}-host")
 
@@ -170,32 +171,32 @@ class Provider(ABC):
         (Where supported, this may wait a while for the keys to appear.)"""
         return []
 
-    def start_bake(self, cluster: "ClusterConfig", node: Node, key: str,
+    def start_bake(self, cluster: ClusterConfig, node: Node, key: str,
                    on_snapshot: Callable[[], None] | None = None) -> str:
         """Start an image and return its id without waiting. Not supported: see bakes_in_background."""
         raise ProviderError(f"the {self.name} provider cannot bake in the background")
 
-    def remove_node(self, cluster: "ClusterConfig", node: Node) -> Removed:
+    def remove_node(self, cluster: ClusterConfig, node: Node) -> Removed:
         """Not supported: nodes can only be removed with the whole cluster."""
         raise ProviderError(f"the {self.name} provider cannot remove a single node",
                             hint="remove the whole cluster and create it again")
 
-    def loss_reason(self, cluster: "ClusterConfig", node: Node) -> str:
+    def loss_reason(self, cluster: ClusterConfig, node: Node) -> str:
         """Why a node the cluster had is gone. Not supported: only that it is gone."""
         return "gone"
 
-    def grow_root(self, cluster: "ClusterConfig", node: Node, gib: int) -> bool:
+    def grow_root(self, cluster: ClusterConfig, node: Node, gib: int) -> bool:
         """Not supported: the node's disk has no size of its own. True once the disk is `gib`."""
         return False
 
-    def purge_images(self, cluster: "ClusterConfig") -> Removed:
+    def purge_images(self, cluster: ClusterConfig) -> Removed:
         """Not supported: the provider's images are not tied to the cluster that baked them."""
         return Removed()
 
-    def planned_resources(self, cluster: "ClusterConfig") -> list[PlannedResource]:
+    def planned_resources(self, cluster: ClusterConfig) -> list[PlannedResource]:
         """Not supported: the provider creates nothing but the nodes."""
         return []
 
-    def prices(self, cluster: "ClusterConfig") -> dict[str, PriceQuote]:
+    def prices(self, cluster: ClusterConfig) -> dict[str, PriceQuote]:
         """Not supported: nodes cost nothing per hour."""
         return {}

@@ -10,16 +10,26 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, ProviderError
 from . import local_net as net
 from .base import Image, Network, Node, PlannedResource, Prepared, Provider, Removed
-from .local_node import (SSHD, NodePaths, cpu_list, node_boot_script, remove_tree, sshd_config, sshd_pid,
-                         stray_sshd_pids, wait_for_port)
+from .local_node import (
+    SSHD,
+    NodePaths,
+    cpu_list,
+    node_boot_script,
+    remove_tree,
+    sshd_config,
+    sshd_pid,
+    stray_sshd_pids,
+    wait_for_port,
+)
 
 if TYPE_CHECKING:
     from ..config import ClusterConfig
@@ -64,7 +74,7 @@ class LocalProvider(Provider):
             yield
 
     # --- checks -----------------------------------------------------------------------------
-    def preflight(self, cluster: "ClusterConfig", *, for_plan: bool = False) -> list[str]:
+    def preflight(self, cluster: ClusterConfig, *, for_plan: bool = False) -> list[str]:
         if os.geteuid() != 0:
             raise ConfigError("the local provider needs root (it creates network namespaces and mounts)",
                               hint="run it as root, e.g. with sudo")
@@ -97,7 +107,7 @@ class LocalProvider(Provider):
                                   hint="choose another private local.subnet")
 
     # --- resources --------------------------------------------------------------------------
-    def prepare(self, cluster: "ClusterConfig", public_key: str) -> Prepared:
+    def prepare(self, cluster: ClusterConfig, public_key: str) -> Prepared:
         self.empty_lower.mkdir(parents=True, exist_ok=True)
         self.cluster_dir(cluster.name).mkdir(parents=True, exist_ok=True)
         self.hosts_file(cluster.name).touch()
@@ -106,31 +116,31 @@ class LocalProvider(Provider):
             created = net.ensure_bridge(cluster.local.subnet)
         return Prepared({"bridge": [net.bridge_name(cluster.local.subnet)]} if created else {})
 
-    def planned_resources(self, cluster: "ClusterConfig") -> list[PlannedResource]:
+    def planned_resources(self, cluster: ClusterConfig) -> list[PlannedResource]:
         bridge = net.bridge_name(cluster.local.subnet)
         exists = net.sh(["ip", "link", "show", bridge], check=False).returncode == 0
         return [PlannedResource("bridge", bridge, "reuse" if exists else "create", cluster.local.subnet),
                 PlannedResource("namespaces", f"xc-{cluster.name}-node0..{cluster.nodes - 1}", "create",
                                 "one sshd per node, no route off the bridge")]
 
-    def launch(self, cluster: "ClusterConfig", count: int, image: Image | None, role: str, first_index: int,
+    def launch(self, cluster: ClusterConfig, count: int, image: Image | None, role: str, first_index: int,
                network: Network | None = None, near: Node | None = None, root_gib: int | None = None) -> list[Node]:
         names = [f"node{first_index + i}" for i in range(count)]
         with self._host_lock():
             ips = net.allocate_ips(cluster.local.subnet, count)
-            for name, ip in zip(names, ips):
+            for name, ip in zip(names, ips, strict=True):
                 net.create_namespace(net.netns_name(cluster.name, name), net.veth_name(cluster.name, name),
                                      ip, cluster.local.subnet)
         self._write_hosts(cluster.name)
         lower = self._image_home(image) if image else self.empty_lower
         with ThreadPoolExecutor(max_workers=min(16, count)) as pool:
             starts = [pool.submit(self._start_node, cluster, name, ip, lower, role, index)
-                      for index, (name, ip) in enumerate(zip(names, ips), start=first_index)]
+                      for index, (name, ip) in enumerate(zip(names, ips, strict=True), start=first_index)]
         for start in starts:
             start.result()
-        return [self._node(cluster.name, name, ip) for name, ip in zip(names, ips)]
+        return [self._node(cluster.name, name, ip) for name, ip in zip(names, ips, strict=True)]
 
-    def _start_node(self, cluster: "ClusterConfig", name: str, ip: str, lower: Path, role: str, index: int) -> None:
+    def _start_node(self, cluster: ClusterConfig, name: str, ip: str, lower: Path, role: str, index: int) -> None:
         paths = self.node_paths(cluster.name, name)
         for folder in (paths.root, paths.upper, paths.work):
             folder.mkdir(parents=True, exist_ok=True)
@@ -177,7 +187,7 @@ class LocalProvider(Provider):
                     role=role, market="local", zone=None, instance_type=None,
                     state="running" if sshd_pid(paths) else "stopped")
 
-    def nodes(self, cluster: "ClusterConfig") -> list[Node]:
+    def nodes(self, cluster: ClusterConfig) -> list[Node]:
         return [self._node(cluster.name, info.node, info.ip) for info in net.cluster_namespaces(cluster.name)]
 
     def host_keys(self, node: Node) -> list[str]:
@@ -185,7 +195,7 @@ class LocalProvider(Provider):
         pub = self.node_paths(cluster, name).host_key.with_suffix(".pub")
         return [" ".join(pub.read_text().split()[:2])] if pub.exists() else []
 
-    def remove_node(self, cluster: "ClusterConfig", node: Node) -> Removed:
+    def remove_node(self, cluster: ClusterConfig, node: Node) -> Removed:
         ns = net.netns_name(cluster.name, node.name)
         pids = [str(p) for p in net.namespace_pids(ns)]
         net.delete_namespace(ns)
@@ -197,7 +207,7 @@ class LocalProvider(Provider):
         net.forget_address(node.private_ip, [info.name for info in net.cluster_namespaces(cluster.name)])
         return Removed({"namespaces": [ns], "processes": pids})
 
-    def terminate(self, cluster: "ClusterConfig") -> Removed:
+    def terminate(self, cluster: ClusterConfig) -> Removed:
         if os.geteuid() != 0:
             raise ConfigError("the local provider needs root to remove a local cluster (namespaces, mounts)",
                               hint=f"run it as root, e.g. `sudo xeoncluster down --name {cluster.name}`")
@@ -233,7 +243,7 @@ class LocalProvider(Provider):
     def get_image(self, image_id: str) -> Image | None:
         return next((image for image in self.images() if image.id == image_id), None)
 
-    def bake(self, cluster: "ClusterConfig", node: Node, key: str,
+    def bake(self, cluster: ClusterConfig, node: Node, key: str,
              on_snapshot: Callable[[], None] | None = None) -> Image:
         """Like an AMI bake with a reboot: stop the node, move its home layer into the image, restart it.
 

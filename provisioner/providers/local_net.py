@@ -5,6 +5,7 @@ any state file.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import ipaddress
 import json
@@ -209,10 +210,8 @@ def delete_namespace(ns: str) -> None:
 
 
 def _signal(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _alive(pid: int) -> bool:

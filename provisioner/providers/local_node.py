@@ -4,9 +4,9 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from ..errors import ProviderError
 from . import local_net as net
@@ -118,7 +118,7 @@ def sshd_pid(paths: NodePaths) -> int | None:
 
 def is_sshd(cmdline: str) -> bool:
     """sshd's command line, also as OpenSSH >= 9.8 retitles its listener (`sshd: /usr/sbin/sshd -f ... [listener]`)."""
-    return cmdline.startswith(SSHD) or cmdline.startswith(f"sshd: {SSHD} ")
+    return cmdline.startswith((SSHD, f"sshd: {SSHD} "))
 
 
 def sshd_processes() -> Iterator[tuple[int, str]]:

@@ -3,10 +3,10 @@ placement-group fake, moto gap fillers, config builder, and what-is-left asserti
 Fixtures that use them live in conftest.py."""
 from __future__ import annotations
 
-from pathlib import Path
-
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError

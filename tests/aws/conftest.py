@@ -25,20 +25,30 @@ import functools
 import ipaddress
 import socket
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import boto3
 import botocore.client
 import pytest
+from aws_helpers import (
+    CALLER_IP,
+    REGION,
+    ApiRecorder,
+    cluster_config,
+    create_image_with_snapshot_tags,
+    seed_default_vpc_internet_route,
+    seed_ubuntu_parameter,
+    share_botocore_loader,
+    trim_moto_amis,
+    write_config,
+)
 from moto import mock_aws
+from recording_shell import ShellLog
 
-from aws_helpers import (ApiRecorder, CALLER_IP, REGION, cluster_config, create_image_with_snapshot_tags,
-                         seed_default_vpc_internet_route, seed_ubuntu_parameter, share_botocore_loader,
-                         trim_moto_amis, write_config)
 from provisioner.config import ClusterConfig
 from provisioner.providers.aws import AwsProvider
-from recording_shell import ShellLog
 
 
 # -- environment ------------------------------------------------------------------------------
@@ -118,7 +128,8 @@ def events() -> list[str]:
 
 @pytest.fixture
 def make_provider(aws: ApiRecorder, events: list[str]) -> Callable[..., AwsProvider]:
-    def make(region: str = REGION, profile: str | None = None, caller_ip: Callable[[], str] | None = None) -> AwsProvider:
+    def make(region: str = REGION, profile: str | None = None,
+             caller_ip: Callable[[], str] | None = None) -> AwsProvider:
         provider = AwsProvider(region, profile=profile, events=events.append,
                                caller_ip=caller_ip or (lambda: CALLER_IP))
         provider.instance_wait = {"Delay": 0, "MaxAttempts": 3}

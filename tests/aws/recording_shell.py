@@ -10,12 +10,12 @@ from __future__ import annotations
 import base64
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from provisioner.providers.base import Node
 from provisioner.errors import RemoteError
+from provisioner.providers.base import Node
 from provisioner.remote import CommandResult, RemoteFile, SshIdentity
 
 PROBE = re.compile(r"\|\| echo MISSING ([^\s;]+)")
@@ -45,7 +45,7 @@ class ShellLog:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     # -- set-up -------------------------------------------------------------------------------
-    def factory(self, identity: SshIdentity) -> "RecordingShell":
+    def factory(self, identity: SshIdentity) -> RecordingShell:
         self.identities.append(identity)
         return RecordingShell(self, identity)
 

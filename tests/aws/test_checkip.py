@@ -9,8 +9,8 @@ import io
 import socket
 
 import pytest
-
 from aws_helpers import REGION, cluster_config
+
 from provisioner.errors import ConfigError
 from provisioner.providers import aws_checkip
 from provisioner.providers.aws import AwsProvider
@@ -80,7 +80,7 @@ def test_an_error_status_is_not_an_address():
 def test_the_resolver_asks_for_ipv4_only(monkeypatch):
     asked = []
 
-    def getaddrinfo(host, port, family=0, type=0, proto=0, flags=0):
+    def getaddrinfo(host, port, family=0, type=0, proto=0, flags=0):  # noqa: A002 - socket.getaddrinfo's own keywords
         asked.append((host, port, family))
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("192.0.2.10", port))] * 2
 

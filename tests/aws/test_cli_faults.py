@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-
 from aws_helpers import live_state, nothing_left, own_images, seed_cached_image, stock_image_key, write_config
-from provisioner.errors import ProviderError, RemoteError
 from recording_shell import MESH_MARK
+
+from provisioner.errors import ProviderError, RemoteError
 
 CONFIG = "placement_group: true\n"
 UP = ("up", "--name", "t1", "--nodes", "2")
@@ -56,7 +56,8 @@ def test_the_list_covers_every_mutating_call_of_up(xc, aws, placement_config):
 
 @pytest.mark.parametrize(("operation", "occurrence", "step"), UP_MUTATIONS,
                          ids=[f"{op}-{n}" for op, n, _ in UP_MUTATIONS])
-def test_each_mutating_call_failing_once_rolls_back(xc, ec2, aws, xc_home, placement_config, operation, occurrence, step):
+def test_each_mutating_call_failing_once_rolls_back(xc, ec2, aws, xc_home, placement_config, operation, occurrence,
+                                                    step):
     aws.fail(operation, "InvalidParameterValue", occurrence=occurrence)
     run = xc(*UP)
     assert_rolled_back(run, step, ec2, aws, xc_home)

@@ -1,8 +1,9 @@
 """Bad input through `xeoncluster up` on AWS: exit 2, one line, no mutating call, no state folder."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 

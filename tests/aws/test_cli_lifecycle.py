@@ -11,11 +11,10 @@ import stat
 import threading
 
 import pytest
-
-from aws_helpers import (CALLER_IP, UBUNTU_AMI, live_state, nothing_left, own_images, seed_cached_image,
-                         stock_image_key)
-from provisioner.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY, TAG_ROLE
+from aws_helpers import CALLER_IP, UBUNTU_AMI, live_state, nothing_left, own_images, seed_cached_image, stock_image_key
 from recording_shell import MESH_MARK
+
+from provisioner.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY, TAG_ROLE
 
 SIZES = [1, 4, 64]
 
@@ -35,7 +34,8 @@ def names(count):
 
 def assert_aws_holds_a_secure_cluster(ec2, count, master_image, worker_image):
     """The rules, IMDSv2, encryption and tags, as moto holds them."""
-    group = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": ["xeoncluster-t1"]}])["SecurityGroups"][0]
+    group = ec2.describe_security_groups(
+        Filters=[{"Name": "group-name", "Values": ["xeoncluster-t1"]}])["SecurityGroups"][0]
     assert tags(group)[TAG_CLUSTER] == "t1"
     rules = group["IpPermissions"]
     assert len(rules) == 2
@@ -99,7 +99,8 @@ def test_up_that_bakes_then_status_then_down(xc, shell, ec2, aws, xc_home, count
     steps = shell.playbook_commands("node0")
     for fragment in ("apt-get install -y -qq libgoogle-perftools4 numactl python3-venv util-linux",
                      "/usr/bin/python3 -m venv ~/venv", "pip install", "--no-compile", "torch==2.13.0",
-                     "import torch, transformers, accelerate, datasets, transformers.trainer", "mpiexec.hydra --version"):
+                     "import torch, transformers, accelerate, datasets, transformers.trainer",
+                     "mpiexec.hydra --version"):
         assert any(fragment in c for c in steps), fragment
     assert all(shell.playbook_commands(n) == [] for n in names(count)[1:])
     assert shell.nodes_with("wait_ready") == names(count) == shell.nodes_with("scan_host_key")
@@ -114,7 +115,8 @@ def test_up_that_bakes_then_status_then_down(xc, shell, ec2, aws, xc_home, count
     rows = json.loads(status.out)["nodes"]
     assert [r["name"] for r in rows] == names(count)
     for row in rows:
-        assert (row["state"], row["market"], row["instance_type"], row["answers"]) == ("running", "spot", "c7i.2xlarge", True)
+        facts = (row["state"], row["market"], row["instance_type"], row["answers"])
+        assert facts == ("running", "spot", "c7i.2xlarge", True)
         assert row["zone"] == "us-east-1a" and row["private_ip"] and row["ssh_host"]
         assert row["price_per_hour"] == 0.00001  # moto's spot price for that zone
     assert {c.node for c in shell.calls if c.command == "true"} == set(names(count))
@@ -187,7 +189,8 @@ def test_status_table_shows_state_market_zone_addresses_and_price(xc, shell, ec2
 def test_status_prices_on_demand_nodes_from_the_catalog(xc, ec2):
     assert xc("up", "--name", "t1", "--nodes", "1", "--market", "on-demand").code == 0
     nodes = json.loads(xc("status", "--name", "t1", "--json").out)["nodes"]
-    assert [(n["market"], n["price_per_hour"]) for n in nodes] == [("on-demand", 0.357)]  # catalog: moto has no Pricing API
+    # catalog: moto has no Pricing API
+    assert [(n["market"], n["price_per_hour"]) for n in nodes] == [("on-demand", 0.357)]
 
 
 def test_second_up_reuses_the_image_the_first_baked(xc, shell, ec2, aws):
@@ -284,7 +287,8 @@ def test_images_rm_and_down_purge_images_wait_out_a_snapshot_still_in_use(xc, ec
     down = xc("down", "--name", "t2", "--purge-images")
     assert down.code == 0, down.err
     assert own_images(ec2) == []
-    assert ec2.describe_snapshots(OwnerIds=["self"], Filters=[{"Name": "tag-key", "Values": [TAG_IMAGE_KEY]}])["Snapshots"] == []
+    assert ec2.describe_snapshots(OwnerIds=["self"],
+                                  Filters=[{"Name": "tag-key", "Values": [TAG_IMAGE_KEY]}])["Snapshots"] == []
 
 
 def test_the_image_is_taken_after_sync_and_without_the_masters_identity(xc, shell, ec2, aws, monkeypatch):
@@ -304,7 +308,8 @@ def test_the_image_is_taken_after_sync_and_without_the_masters_identity(xc, shel
     assert xc("up", "--name", "t1", "--nodes", "2").code == 0
     [before] = seen
     prepare = before[-1]
-    for fragment in ("sync", ": > ~/.ssh/authorized_keys", ": > /etc/machine-id", "mv /var/lib/cloud /var/lib/cloud.xc-bake",
+    for fragment in ("sync", ": > ~/.ssh/authorized_keys", ": > /etc/machine-id",
+                     "mv /var/lib/cloud /var/lib/cloud.xc-bake",
                      "refusing to bake: a private key is on the node"):
         assert fragment in prepare, fragment
     after = shell.commands("node0")[len(before)]

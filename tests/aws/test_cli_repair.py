@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 
 from aws_helpers import live_state, nothing_left, own_images
-from provisioner.providers.base import TAG_CLUSTER
 from recording_shell import MESH_MARK
+
+from provisioner.providers.base import TAG_CLUSTER
 
 
 def cluster_instances(ec2, name="t1"):

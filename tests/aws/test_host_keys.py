@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import pytest
-
 from aws_helpers import PUBLIC_KEY, cluster_config
 
 KEYS_BLOCK = ("-----BEGIN SSH HOST KEY KEYS-----\n"

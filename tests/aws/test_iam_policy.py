@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from aws_helpers import PUBLIC_KEY, cluster_config, write_config
+
 from provisioner.providers import aws_policy
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,9 +1,11 @@
 """Cached images: bake, find by key, list, remove with snapshots."""
 from __future__ import annotations
 
-import pytest
+import re
 
+import pytest
 from aws_helpers import PUBLIC_KEY, UBUNTU_AMI, cluster_config
+
 from provisioner.errors import ConfigError, ProviderError
 from provisioner.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY
 
@@ -85,7 +87,7 @@ def test_interrupted_bake_leaves_no_image(provider, ec2, aws, master):
 def test_bake_failure_is_a_provider_error(provider, aws, master):
     cluster, node = master
     aws.fail("CreateImage", "InvalidInstanceID.NotFound")
-    with pytest.raises(ProviderError, match="creating an image of i-.*InvalidInstanceID.NotFound"):
+    with pytest.raises(ProviderError, match=r"creating an image of i-.*InvalidInstanceID\.NotFound"):
         provider.bake(cluster, node, KEY)
 
 
@@ -97,7 +99,7 @@ def test_base_image_missing_is_unknown_and_preflight_refuses_it(make_provider):
     provider = make_provider(region="eu-west-1")
     base = provider.base_image(cluster_config(region="eu-west-1"))
     assert (base.id, base.note) == (None, "SSM parameter missing")
-    with pytest.raises(ConfigError, match="no Ubuntu 24.04 image"):
+    with pytest.raises(ConfigError, match=re.escape("no Ubuntu 24.04 image")):
         provider.preflight(cluster_config(region="eu-west-1"))
 
 

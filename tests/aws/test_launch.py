@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-
 from aws_helpers import CALLER_IP, PUBLIC_KEY, UBUNTU_AMI, cluster_config
+
 from provisioner.providers.aws_clients import RETRIES
 from provisioner.providers.base import TAG_CLUSTER, TAG_ROLE
 
@@ -35,7 +35,8 @@ def test_prepare_and_launch(provider, ec2, aws, nodes):
     assert [n.role for n in launched] == ["master"] + ["worker"] * (nodes - 1)
     assert [replace(n, price_per_hour=None) for n in provider.nodes(cluster)] == launched
 
-    group = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": ["xeoncluster-t1"]}])["SecurityGroups"][0]
+    group = ec2.describe_security_groups(
+        Filters=[{"Name": "group-name", "Values": ["xeoncluster-t1"]}])["SecurityGroups"][0]
     assert tags(group)[TAG_CLUSTER] == "t1" and tags(group)[TAG_ROLE] == "security-group"
     perms = group["IpPermissions"]
     assert len(perms) == 2
@@ -60,7 +61,8 @@ def test_prepare_and_launch(provider, ec2, aws, nodes):
         assert tags(inst)[TAG_CLUSTER] == "t1"
         assert inst["ImageId"] == UBUNTU_AMI
         volume_ids += [m["Ebs"]["VolumeId"] for m in inst["BlockDeviceMappings"]]
-        behaviour = ec2.describe_instance_attribute(InstanceId=inst["InstanceId"], Attribute="instanceInitiatedShutdownBehavior")
+        behaviour = ec2.describe_instance_attribute(InstanceId=inst["InstanceId"],
+                                                    Attribute="instanceInitiatedShutdownBehavior")
         assert behaviour["InstanceInitiatedShutdownBehavior"]["Value"] == "terminate"
     volumes = ec2.describe_volumes(VolumeIds=volume_ids)["Volumes"]
     assert len(volumes) == nodes
@@ -101,7 +103,7 @@ def test_run_request_shape(provider, aws):
 def test_on_demand_market_has_no_spot_options(provider, aws):
     cluster = cluster_config(nodes=2, market="on-demand")
     nodes = up(provider, cluster, 2)
-    for svc, op, params in aws.calls:
+    for _svc, op, params in aws.calls:
         if op == "RunInstances":
             assert "InstanceMarketOptions" not in params
             assert [s["ResourceType"] for s in params["TagSpecifications"]] == ["instance", "volume"]
@@ -125,7 +127,8 @@ def test_prepare_is_idempotent_and_follows_a_new_ip(make_provider, ec2, aws, eve
     assert aws.mutating() == []
     moved = make_provider(caller_ip=lambda: "198.51.100.9").prepare(cluster, PUBLIC_KEY).created
     assert moved["security_group"] == []
-    group = ec2.describe_security_groups(Filters=[{"Name": "group-name", "Values": ["xeoncluster-t1"]}])["SecurityGroups"][0]
+    group = ec2.describe_security_groups(
+        Filters=[{"Name": "group-name", "Values": ["xeoncluster-t1"]}])["SecurityGroups"][0]
     ssh = next(p for p in group["IpPermissions"] if p["IpProtocol"] == "tcp")
     assert [r["CidrIp"] for r in ssh["IpRanges"]] == ["198.51.100.9/32"]
     assert any("-tcp/22 from 203.0.113.7/32" in e for e in events)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-from typing import Iterator
+from collections.abc import Iterator
 
 import boto3
 import pytest
-
 from aws_helpers import PUBLIC_KEY, REGION, UBUNTU_AMI, cluster_config
+
 from provisioner.providers.aws import AwsProvider
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from aws_helpers import PUBLIC_KEY, UBUNTU_AMI, cluster_config, stock_image_key
+
 from provisioner.commands import plan as plan_cmd
 from provisioner.context import CommandContext
 from provisioner.progress import Reporter
@@ -67,7 +68,7 @@ def test_prices_use_the_pricing_api_when_it_answers(provider, aws):
 
 def test_spot_price_is_the_latest_per_zone_then_the_minimum(provider, aws):
     import datetime as dt
-    old, new = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc), dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc)
+    old, new = dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dt.datetime(2026, 1, 2, tzinfo=dt.UTC)
     history = [
         {"InstanceType": "c7i.2xlarge", "AvailabilityZone": "us-east-1a", "SpotPrice": "0.10", "Timestamp": old},
         {"InstanceType": "c7i.2xlarge", "AvailabilityZone": "us-east-1a", "SpotPrice": "0.30", "Timestamp": new},

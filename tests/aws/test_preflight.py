@@ -1,11 +1,12 @@
 """preflight(): read-only; bad input is a one-line ConfigError and nothing is mutated."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
-
 from aws_helpers import ApiRecorder, cluster_config
+
 from provisioner.errors import ConfigError
 
 
@@ -54,7 +55,8 @@ CASES: list[tuple[str, dict[str, Any], Callable[..., Any], str, dict[str, Any]]]
     ("no permission to read", {}, fail("DescribeInstanceTypes", "UnauthorizedOperation"),
      "AWS denied a read-only check (UnauthorizedOperation", {}),
     ("spot quota exceeded", {"nodes": 8, "instance_types": ["c7i.48xlarge"]}, answer("GetServiceQuota", quota(256)),
-     "8 x c7i.48xlarge needs 1536 spot vCPUs but the 'All Standard Spot Instance Requests' quota in us-east-1 is 256", {}),
+     "8 x c7i.48xlarge needs 1536 spot vCPUs but the 'All Standard Spot Instance Requests' quota in us-east-1 is 256",
+     {}),
     ("on-demand quota exceeded", {"nodes": 4, "market": "on-demand"}, answer("GetServiceQuota", quota(16)),
      "needs 32 on-demand vCPUs but the 'Running On-Demand Standard instances' quota", {}),
     ("master on-demand quota exceeded", {"nodes": 2, "master_market": "on-demand"}, answer("GetServiceQuota", quota(4)),
@@ -63,11 +65,13 @@ CASES: list[tuple[str, dict[str, Any], Callable[..., Any], str, dict[str, Any]]]
      "vpc_id 'vpc-0123456789abcdef0' does not exist in us-east-1", {}),
     ("image does not exist", {"image": "ami-0123456789abcdef0"}, setup_nothing,
      "image 'ami-0123456789abcdef0' not found in us-east-1", {}),
-    ("no base image in region", {"region": "eu-west-1"}, setup_nothing, "no Ubuntu 24.04 image published in eu-west-1", {}),
+    ("no base image in region", {"region": "eu-west-1"}, setup_nothing,
+     "no Ubuntu 24.04 image published in eu-west-1", {}),
     ("caller ip lookup fails", {}, setup_nothing, "could not find your public IP for ssh.cidr=auto (timed out)",
      {"caller_ip": "timeout"}),
     ("caller ip garbage", {}, setup_nothing, "could not find your public IP", {"caller_ip": "<html>"}),
-    ("caller ip loopback", {}, setup_nothing, "found 127.0.0.1, which is not a public address", {"caller_ip": "127.0.0.1"}),
+    ("caller ip loopback", {}, setup_nothing, "found 127.0.0.1, which is not a public address",
+     {"caller_ip": "127.0.0.1"}),
 ]
 
 
@@ -106,7 +110,8 @@ def test_credentials_hint(make_provider, monkeypatch):
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     with pytest.raises(ConfigError) as caught:
         make_provider().preflight(cluster_config())
-    assert "aws configure" in caught.value.hint and "--profile" in caught.value.hint and "AWS_PROFILE" in caught.value.hint
+    hint = caught.value.hint
+    assert "aws configure" in hint and "--profile" in hint and "AWS_PROFILE" in hint
 
 
 def test_good_config_returns_notes(make_provider, aws):
@@ -138,5 +143,6 @@ def test_caller_ip_is_asked_once(make_provider):
     asked = []
     provider = make_provider(caller_ip=lambda: asked.append(1) or "198.51.100.4")
     provider.preflight(cluster_config())
-    provider.prepare(cluster_config(), "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGnQnGWTWnV6y0vkNEzYqo9bZ3y0D4xGxKDc9uK3mVb0")
+    provider.prepare(cluster_config(),
+                     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGnQnGWTWnV6y0vkNEzYqo9bZ3y0D4xGxKDc9uK3mVb0")
     assert asked == [1]

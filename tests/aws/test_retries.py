@@ -9,9 +9,9 @@ from __future__ import annotations
 import time
 
 import pytest
+from aws_helpers import PUBLIC_KEY, cluster_config
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from aws_helpers import PUBLIC_KEY, cluster_config
 from provisioner.errors import ProviderError
 from provisioner.providers.aws_clients import NO_RETRIES, OPTIONAL_RETRIES, RUN_ATTEMPTS, is_retryable
 
@@ -56,7 +56,8 @@ def statuses(client):
 
 def test_capacity_error_as_http_500_is_one_attempt_per_zone(provider, ec2, prepared, events, monkeypatch):
     wire = Wire(monkeypatch, ec2, "InsufficientInstanceCapacity", 500, times=1,
-                message="We currently do not have sufficient c7i.2xlarge capacity in the Availability Zone you requested")
+                message="We currently do not have sufficient c7i.2xlarge capacity in the Availability Zone "
+                        "you requested")
     seen = statuses(provider.clients.ec2_no_retries)
     nodes = provider.launch(prepared, 2, None, "worker", 0)
     assert [zone for zone, _ in wire.requests] == ["us-east-1a", "us-east-1b"]

@@ -5,10 +5,9 @@ so `ec2_checks_volume_sizes` makes moto's RunInstances refuse it as EC2 does.
 """
 from __future__ import annotations
 
-
 import pytest
-
 from aws_helpers import live_state, nothing_left, own_images, write_config
+
 from provisioner.providers.aws_images import BAKE_ROOT_GIB
 
 

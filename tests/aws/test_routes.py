@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import pytest
-
 from aws_helpers import PUBLIC_KEY, REGION, cluster_config
+
 from provisioner.errors import ConfigError
 
 
@@ -18,8 +18,8 @@ def default_vpc(ec2):
 
 
 def subnet_in(ec2, zone):
-    return next(s["SubnetId"] for s in ec2.describe_subnets(Filters=[{"Name": "availability-zone", "Values": [zone]}])["Subnets"]
-                if s.get("DefaultForAz"))
+    subnets = ec2.describe_subnets(Filters=[{"Name": "availability-zone", "Values": [zone]}])["Subnets"]
+    return next(s["SubnetId"] for s in subnets if s.get("DefaultForAz"))
 
 
 def isolate(ec2, subnet_id):
@@ -57,7 +57,8 @@ def test_a_subnet_without_a_default_route_is_a_config_error(make_provider, ec2, 
 
 def test_a_nat_route_and_unused_zones_are_fine(make_provider, ec2):
     address = ec2.allocate_address(Domain="vpc")["AllocationId"]
-    nat = ec2.create_nat_gateway(SubnetId=subnet_in(ec2, "us-east-1a"), AllocationId=address)["NatGateway"]["NatGatewayId"]
+    nat = ec2.create_nat_gateway(SubnetId=subnet_in(ec2, "us-east-1a"),
+                                 AllocationId=address)["NatGateway"]["NatGatewayId"]
     table = isolate(ec2, subnet_in(ec2, "us-east-1b"))
     ec2.create_route(RouteTableId=table, DestinationCidrBlock="0.0.0.0/0", NatGatewayId=nat)
     isolate(ec2, subnet_in(ec2, "us-east-1c"))  # not in zones: never launched into
@@ -81,4 +82,4 @@ def test_plan_only_warns(provider, ec2, tmp_path):
     cluster = cluster_config(zones=["us-east-1a"])
     plan = plan_cmd.run(CommandContext(cluster, StateDir(cluster.name, tmp_path), provider, Reporter()))
     assert any(n.startswith("warning: subnet ") and n.endswith("`up` would stop here") for n in plan.notes)
-    assert REGION == plan.region
+    assert plan.region == REGION

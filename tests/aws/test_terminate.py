@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import pytest
-
 from aws_helpers import PUBLIC_KEY, UBUNTU_AMI, cluster_config, live_state, nothing_left
+
 from provisioner.errors import ProviderError
 
 

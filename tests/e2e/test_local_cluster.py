@@ -194,7 +194,7 @@ def test_ctrl_c_during_up_removes_what_it_created(local_env: LocalEnv, warm_imag
         time.sleep(0.2)
     time.sleep(1.5)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "removed" in err
     assert "log:" in err

@@ -7,8 +7,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -39,7 +39,8 @@ def test_train_squad_demo_learns_and_metrics_arrive(local_env: LocalEnv, cluster
     assert "[0]" in result.out and "[1]" in result.out
     assert (tmp_path / "fetched" / "model" / "config.json").exists()
     launch = json.loads((run_dir(local_env, cluster2, "squad-demo") / "launch.json").read_text())
-    assert "-ppn" in launch["argv"] and launch["env"]["MASTER_ADDR"] == local_env.state(cluster2)["nodes"][0]["private_ip"]
+    assert "-ppn" in launch["argv"]
+    assert launch["env"]["MASTER_ADDR"] == local_env.state(cluster2)["nodes"][0]["private_ip"]
 
 
 def test_second_train_sends_no_package(local_env: LocalEnv, cluster2: str) -> None:

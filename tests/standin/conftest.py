@@ -8,15 +8,16 @@ import os
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
-from .containers import mounts_under
-from .network import current_netns_inode, enter_netns, return_to
-from .paths import Paths
+from standin.containers import mounts_under
+from standin.network import current_netns_inode, enter_netns, return_to
+from standin.paths import Paths
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "aws-standin.sh"

@@ -10,9 +10,10 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import boto3
 import pytest
@@ -38,7 +39,8 @@ class Cli:
 
     def ok(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
         result = self(*args, timeout=timeout)
-        assert result.returncode == 0, f"xeoncluster {' '.join(args)}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+        assert result.returncode == 0, (f"xeoncluster {' '.join(args)}:\n"
+                                        f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
         return result
 
     def state(self, name: str = CLUSTER) -> dict[str, Any]:
@@ -203,7 +205,8 @@ def test_down_leaves_nothing_and_purge_removes_the_layers(standin: Any, cli: Cli
     client = boto3.client("ec2")
     assert instances() == []
     assert client.describe_images(Owners=["self"])["Images"] == []
-    assert not [g for g in client.describe_security_groups()["SecurityGroups"] if g["GroupName"].startswith("xeoncluster-")]
+    assert not [g for g in client.describe_security_groups()["SecurityGroups"]
+                if g["GroupName"].startswith("xeoncluster-")]
     assert not [k for k in client.describe_key_pairs()["KeyPairs"] if k["KeyName"].startswith("xeoncluster-")]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and any(standin.paths.instances.iterdir()):

@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import boto3
 import pytest
@@ -21,9 +23,9 @@ import yaml
 from botocore.exceptions import ClientError
 
 from provisioner.providers.aws_console import parse_host_keys
+from standin.containers import mounts_under
 
 from .conftest import REPO, SCRIPT
-from .containers import mounts_under
 
 MISSING = [t for t in ("systemd-nspawn", "mmdebstrap", "nsenter", "apt-ftparchive") if shutil.which(t) is None]
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or bool(MISSING),
@@ -85,7 +87,8 @@ def launch(key_pair: Any, image_id: str | None = None, spot: bool = False, publi
         "NetworkInterfaces": [{"DeviceIndex": 0, "SubnetId": subnet["SubnetId"], "DeleteOnTermination": True,
                                "AssociatePublicIpAddress": public, **({"Groups": groups} if groups else {})}],
         "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1},
-        "TagSpecifications": [{"ResourceType": "instance", "Tags": [{"Key": "xeoncluster:cluster", "Value": "standin"}]}],
+        "TagSpecifications": [{"ResourceType": "instance",
+                               "Tags": [{"Key": "xeoncluster:cluster", "Value": "standin"}]}],
         "InstanceInitiatedShutdownBehavior": "terminate",
     }
     if spot:
@@ -137,7 +140,8 @@ def real_host_key(node: Node) -> str:
 
 def terminate_and_wait(instance_id: str) -> dict[str, Any]:
     ec2().terminate_instances(InstanceIds=[instance_id])
-    ec2().get_waiter("instance_terminated").wait(InstanceIds=[instance_id], WaiterConfig={"Delay": 1, "MaxAttempts": 60})
+    ec2().get_waiter("instance_terminated").wait(InstanceIds=[instance_id],
+                                                 WaiterConfig={"Delay": 1, "MaxAttempts": 60})
     return describe(instance_id)
 
 
@@ -204,9 +208,10 @@ def test_apt_installs_from_the_standin_repository(node: Node) -> None:
 
 def test_pip_installs_from_the_standin_index(node: Node) -> None:
     node.ssh(f"python3 -m venv /tmp/venv && /tmp/venv/bin/pip install -q --disable-pip-version-check "
-             f"--index-url {MIRROR}simple/ --trusted-host 172.31.0.1 filelock && /tmp/venv/bin/python -c 'import filelock'")
-    downloaded = node.ssh(f"/tmp/venv/bin/pip download -q --no-deps -d /tmp/dl --index-url {MIRROR}simple/ --trusted-host 172.31.0.1 "
-                          "packaging && ls /tmp/dl")
+             f"--index-url {MIRROR}simple/ --trusted-host 172.31.0.1 filelock "
+             "&& /tmp/venv/bin/python -c 'import filelock'")
+    downloaded = node.ssh(f"/tmp/venv/bin/pip download -q --no-deps -d /tmp/dl --index-url {MIRROR}simple/ "
+                          "--trusted-host 172.31.0.1 packaging && ls /tmp/dl")
     assert "packaging-" in downloaded
 
 
@@ -224,7 +229,8 @@ def test_create_image_boots_with_new_host_keys_and_the_baked_files(standin: Any,
     client = ec2()
     started = time.monotonic()
     image_id = client.create_image(InstanceId=node.id, Name="standin-test-bake", NoReboot=True,
-                                   TagSpecifications=[{"ResourceType": "snapshot", "Tags": [{"Key": "k", "Value": "v"}]}])["ImageId"]
+                                   TagSpecifications=[{"ResourceType": "snapshot",
+                                                       "Tags": [{"Key": "k", "Value": "v"}]}])["ImageId"]
     assert client.describe_images(ImageIds=[image_id])["Images"][0]["State"] == "pending"
     client.get_waiter("image_available").wait(ImageIds=[image_id], WaiterConfig={"Delay": 1, "MaxAttempts": 60})
     standin.timings["create_image to available"] = time.monotonic() - started
@@ -248,7 +254,7 @@ def test_create_image_boots_with_new_host_keys_and_the_baked_files(standin: Any,
     snapshot = client.describe_images(ImageIds=[image_id])["Images"][0]["BlockDeviceMappings"][0]["Ebs"]["SnapshotId"]
     standin.script("faults", "snapshot_in_use_seconds=2")
     client.deregister_image(ImageId=image_id)
-    with pytest.raises(ClientError, match="InvalidSnapshot.InUse"):
+    with pytest.raises(ClientError, match=re.escape("InvalidSnapshot.InUse")):
         client.delete_snapshot(SnapshotId=snapshot)
     time.sleep(2)
     client.delete_snapshot(SnapshotId=snapshot)
@@ -283,7 +289,8 @@ def test_dpkg_lock_and_security_group_dependency(standin: Any, key_pair: Any) ->
         locked = launch(key_pair, groups=[group], public=False)
     finally:
         standin.script("faults", "dpkg_lock_seconds=0")
-    assert "Could not get lock /var/lib/dpkg/lock-frontend" in locked.ssh("sudo apt-get install -y sudo 2>&1", check=False)
+    assert "Could not get lock /var/lib/dpkg/lock-frontend" in locked.ssh("sudo apt-get install -y sudo 2>&1",
+                                                                          check=False)
     client.terminate_instances(InstanceIds=[locked.id])
     with pytest.raises(ClientError, match="DependencyViolation"):
         client.delete_security_group(GroupId=group)
@@ -311,7 +318,7 @@ def _image_not_found_right_after_create_image(standin: Any, node: Node) -> None:
     standin.script("faults", "ami_not_found_seconds=3")
     try:
         image_id = client.create_image(InstanceId=node.id, Name="standin-notfound", NoReboot=True)["ImageId"]
-        with pytest.raises(ClientError, match="InvalidAMIID.NotFound"):
+        with pytest.raises(ClientError, match=re.escape("InvalidAMIID.NotFound")):
             client.describe_images(ImageIds=[image_id])
         client.get_waiter("image_exists").wait(ImageIds=[image_id], WaiterConfig={"Delay": 1, "MaxAttempts": 30})
     finally:

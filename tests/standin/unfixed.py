@@ -71,8 +71,9 @@ def run_tests(patch: str | None, test: str) -> Outcome:
                               env={**os.environ, "PYTHONPATH": str(tree)})
         seconds = round(time.monotonic() - started, 1)
     output = proc.stdout + proc.stderr
-    if proc.returncode not in (0, 1) or re.search(r"\bskipped\b", output) and proc.returncode == 0:
-        raise SystemExit(f"{patch or 'HEAD'}: the stand-in tests did not run (exit {proc.returncode}):\n{output[-2000:]}")
+    if proc.returncode not in (0, 1) or (re.search(r"\bskipped\b", output) and proc.returncode == 0):
+        raise SystemExit(f"{patch or 'HEAD'}: the stand-in tests did not run (exit {proc.returncode}):\n"
+                         f"{output[-2000:]}")
     return Outcome(patch or "HEAD (no patch)", test, proc.returncode == 1, seconds,
                    first_failure(output) if proc.returncode == 1 else "passed")
 

@@ -74,7 +74,7 @@ def apply_no_ans_threshold(scores: dict, na_probs: Mapping[str, float], qid_to_h
 def evaluate(dataset: Sequence[Mapping[str, Any]], preds: Mapping[str, str],
              na_probs: Mapping[str, float] | None = None, na_prob_thresh: float = 1.0) -> dict[str, float]:
     """`dataset` is the official file's `data` list; returns exact/f1 in percent, as the script prints."""
-    na_probs = na_probs if na_probs is not None else {k: 0.0 for k in preds}
+    na_probs = na_probs if na_probs is not None else dict.fromkeys(preds, 0.0)
     qid_to_has_ans = {qa["id"]: bool(qa["answers"]) for qa in _questions(dataset)}
     exact_raw, f1_raw = get_raw_scores(dataset, preds)
     exact = apply_no_ans_threshold(exact_raw, na_probs, qid_to_has_ans, na_prob_thresh)
@@ -87,7 +87,8 @@ def official_layout(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]
     """Flat Hugging Face records (answers: {text, answer_start}) -> the official nested `data` list."""
     by_context: dict[tuple[str, str], list[dict[str, Any]]] = collections.defaultdict(list)
     for r in records:
-        answers = [{"text": t, "answer_start": s} for t, s in zip(r["answers"]["text"], r["answers"]["answer_start"])]
+        answers = [{"text": t, "answer_start": s}
+                   for t, s in zip(r["answers"]["text"], r["answers"]["answer_start"], strict=True)]
         qa = {"id": r["id"], "question": r["question"], "answers": answers, "is_impossible": not answers}
         by_context[(r.get("title", ""), r["context"])].append(qa)
     articles: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)

@@ -44,18 +44,23 @@ def test_missing_model_offline_is_one_line(tmp_path: Path) -> None:
         (["--dataset", "glue"], "either --dataset or --train-file"),
     ],
 )
-def test_bad_combinations_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], fragment: str) -> None:
+def test_bad_combinations_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], fragment: str
+) -> None:
     argv = ["glue", "--train-file", str(SHARED_DATA / "mrpc-train.tsv"), "--output-dir", str(tmp_path), *extra]
     code = main(argv)
     _assert_one_line(code, capsys.readouterr().err, fragment)
 
 
 def test_missing_data_file_is_reported_before_the_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["squad", "--model", "no/such-model", "--train-file", str(tmp_path / "nope.json"), "--output-dir", str(tmp_path)])
+    code = main(["squad", "--model", "no/such-model", "--train-file", str(tmp_path / "nope.json"),
+                 "--output-dir", str(tmp_path)])
     _assert_one_line(code, capsys.readouterr().err, "nope.json")
 
 
-def test_missing_dataset_offline_is_one_line(demo_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_missing_dataset_offline_is_one_line(
+    demo_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     argv = ["squad", "--model", str(demo_dir / "model"), "--dataset", "no-such/dataset", "--output-dir", str(tmp_path)]
     code = main(argv)
     _assert_one_line(code, capsys.readouterr().err, "dataset 'no-such/dataset' is not available offline")

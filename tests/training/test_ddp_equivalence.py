@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
 from .training_helpers import REPO, offline_env
 
 STEPS = 6

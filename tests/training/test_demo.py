@@ -30,7 +30,9 @@ def test_demo_tokenizer_is_fast_with_cls_sep_and_offsets(demo_dir: Path) -> None
     encoded = tokenizer("What is the capital ?", context, return_offsets_mapping=True)
     tokens = tokenizer.convert_ids_to_tokens(encoded["input_ids"])
     assert tokenizer.is_fast
-    assert tokens == ["[CLS]", "what", "is", "the", "capital", "?", "[SEP]", "the", "capital", "is", "port", ".", "[SEP]"]
+    assert tokens == [
+        "[CLS]", "what", "is", "the", "capital", "?", "[SEP]", "the", "capital", "is", "port", ".", "[SEP]"
+    ]
     start, end = encoded["offset_mapping"][10]
     assert context[start:end] == "Port"
 
@@ -38,9 +40,10 @@ def test_demo_tokenizer_is_fast_with_cls_sep_and_offsets(demo_dir: Path) -> None
 def test_same_seed_gives_identical_assets(demo_dir: Path, tmp_path: Path) -> None:
     other = tmp_path / "again"
     ensure_demo_assets(other, seed=0)
-    for a, b in zip(DemoLayout(demo_dir).files(), DemoLayout(other).files()):
+    for a, b in zip(DemoLayout(demo_dir).files(), DemoLayout(other).files(), strict=True):
         assert a.read_bytes() == b.read_bytes(), a.name
-    assert (demo_dir / "model" / "model.safetensors").read_bytes() == (other / "model" / "model.safetensors").read_bytes()
+    weights = Path("model") / "model.safetensors"
+    assert (demo_dir / weights).read_bytes() == (other / weights).read_bytes()
 
 
 def test_short_squad_demo_run_learns(demo_dir: Path, tmp_path: Path) -> None:

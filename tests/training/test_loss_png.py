@@ -28,7 +28,7 @@ def chunks(data: bytes) -> list[tuple[bytes, bytes]]:
 
 def decode_rgb(data: bytes) -> tuple[int, int, bytes]:
     parts = chunks(data)
-    assert [k for k, _ in parts][0] == b"IHDR" and parts[-1] == (b"IEND", b"")
+    assert parts[0][0] == b"IHDR" and parts[-1] == (b"IEND", b"")
     width, height, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", parts[0][1])
     assert (depth, colour, interlace) == (8, 2, 0)
     raw = zlib.decompress(b"".join(body for kind, body in parts if kind == b"IDAT"))

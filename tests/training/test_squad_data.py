@@ -1,7 +1,6 @@
 import json
 from pathlib import Path
 
-
 from training.sources import DataSource
 from training.squad_data import load_squad, read_squad_file
 
@@ -16,7 +15,8 @@ def _nested_from_flat(records: list[dict]) -> dict:
     for r in records:
         paragraphs = articles.setdefault(r["title"], {})
         qas = paragraphs.setdefault(r["context"], [])
-        answers = [{"text": t, "answer_start": s} for t, s in zip(r["answers"]["text"], r["answers"]["answer_start"])]
+        answers = [{"text": t, "answer_start": s}
+                   for t, s in zip(r["answers"]["text"], r["answers"]["answer_start"], strict=True)]
         qas.append(
             {
                 "id": r["id"],

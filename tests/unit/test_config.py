@@ -122,8 +122,7 @@ def test_shipped_cluster_yaml_is_valid_and_documented() -> None:
     assert cfg == ClusterConfig()
     text = path.read_text()
     for key in ClusterConfig.model_fields:
-        line = next(ln for ln in text.splitlines() if ln.startswith(f"{key}:") or ln.startswith(f"  {key}:")
-                    or ln.startswith(f"{key}:"))
+        line = next(ln for ln in text.splitlines() if ln.startswith((f"{key}:", f"  {key}:")))
         assert "#" in line or key in ("ssh", "local"), f"{key} is not commented in cluster.yaml"
 
 

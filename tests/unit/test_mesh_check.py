@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.errors import XeonClusterError
 from provisioner.commands.up_nodes import check_mesh
+from provisioner.errors import XeonClusterError
 from provisioner.providers.base import Node
 from provisioner.remote import CommandResult
 

@@ -26,7 +26,8 @@ def check_python(minimum: str) -> None:
     book = load_playbook(project_file("playbooks", "20-venv.yaml"))
     [check] = [step for step in book.steps if step.name.startswith("check the system python")]
     variables = {"python": f">={minimum}", "python_min": minimum.replace(".", ", "), "stack": "stock", "venv": "~/x"}
-    PlaybookRunner(LocalBash(), variables, apply_os_steps=True, log=lambda text: None).run_step(book.name, check, [NODE])
+    runner = PlaybookRunner(LocalBash(), variables, apply_os_steps=True, log=lambda text: None)
+    runner.run_step(book.name, check, [NODE])
 
 
 def test_the_shipped_stacks_accept_this_machines_python() -> None:

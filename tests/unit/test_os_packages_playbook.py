@@ -80,7 +80,7 @@ def test_a_lock_held_past_the_timeout_is_retried_once(tmp_path: Path) -> None:
 
 
 def test_a_lock_that_never_frees_fails_the_step(tmp_path: Path) -> None:
-    with pytest.raises(RemoteError, match="tcmalloc, numactl, python venv.*exit 100"):
+    with pytest.raises(RemoteError, match=r"tcmalloc, numactl, python venv.*exit 100"):
         run_os_playbook(tmp_path, apt_failures=2)
 
 

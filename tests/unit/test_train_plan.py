@@ -9,11 +9,17 @@ from pathlib import Path
 import pytest
 
 from provisioner.cli import main
+from provisioner.commands.train_failure import failure_line
 from provisioner.errors import ConfigError
 from provisioner.stacks import check_stack, get_stack
-from provisioner.commands.train_failure import failure_line
-from provisioner.train_plan import (TrainRequest, check_request, dry_run_plan, env_file_text, parse_env,
-                                    requested_backend)
+from provisioner.train_plan import (
+    TrainRequest,
+    check_request,
+    dry_run_plan,
+    env_file_text,
+    parse_env,
+    requested_backend,
+)
 
 
 def test_dry_run_for_four_two_socket_nodes() -> None:

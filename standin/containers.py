@@ -2,6 +2,7 @@
 systemd-nspawn on the stand-in's bridge, its console captured to a file."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -138,10 +139,8 @@ def _is_nspawn(pid: int) -> bool:
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def unmount(path: Path) -> None:

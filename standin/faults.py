@@ -41,14 +41,14 @@ class Faults:
         return None
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Faults":
+    def from_dict(cls, data: dict[str, Any]) -> Faults:
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
             raise ValueError(f"unknown fault knob(s): {', '.join(sorted(unknown))}; known: {', '.join(sorted(known))}")
         return cls(**data)
 
-    def updated(self, changes: dict[str, Any]) -> "Faults":
+    def updated(self, changes: dict[str, Any]) -> Faults:
         return Faults.from_dict({**asdict(self), **changes})
 
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-
 @dataclass(frozen=True)
 class Paths:
     run: Path = Path("/run/xeoncluster-standin")
@@ -17,7 +16,7 @@ class Paths:
     bridge: str = "xcbr0"
 
     @classmethod
-    def from_env(cls) -> "Paths":
+    def from_env(cls) -> Paths:
         # Overridable so that a second stand-in (or a test) does not share the default dirs.
         env = os.environ.get
         return cls(Path(env("XC_STANDIN_RUN", str(cls.run))), Path(env("XC_STANDIN_LIB", str(cls.lib))),

@@ -8,9 +8,10 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import control
 from .clusterconfig import write_config
@@ -23,9 +24,8 @@ from .osimage import Recipe, ensure_base
 from .paths import Paths
 from .repos import build_docroot, ensure_apt_repo, ensure_simple_index, ensure_wheelhouse
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-# Set by scripts/aws-standin.sh: the PYTHONPATH its caller had, before it put this checkout first.
-CALLER_PYTHONPATH = "XC_STANDIN_CALLER_PYTHONPATH"
+# The folder that holds this package: the daemon must run this same code, installed or not.
+PACKAGE_PARENT = Path(__file__).resolve().parents[1]
 READY_TIMEOUT = 90.0
 
 
@@ -93,10 +93,10 @@ def _prepare_host(paths: Paths, log: Callable[[str], None]) -> dict[str, float]:
 
 def _start_daemon(paths: Paths, net: Network) -> dict[str, Any]:
     paths.state_file.unlink(missing_ok=True)
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), **paths.env()}
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE_PARENT), **paths.env()}
     with open(paths.daemon_log, "ab") as out:
-        process = subprocess.Popen([*net.nsenter_prefix(), sys.executable, "-m", "tests.standin", "daemon"],
-                                   cwd=REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+        process = subprocess.Popen([*net.nsenter_prefix(), sys.executable, "-P", "-m", "standin", "daemon"],
+                                   cwd="/", env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                    start_new_session=True)
     deadline = time.monotonic() + READY_TIMEOUT
     while time.monotonic() < deadline:
@@ -155,13 +155,6 @@ def run(paths: Paths, command: list[str]) -> None:
     state = _require(paths)
     env = {k: v for k, v in os.environ.items() if k not in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE")}
     env.update(aws_env(state))
-    # The wrapper put this checkout on PYTHONPATH for itself; CMD gets the caller's path back, as it was.
-    if CALLER_PYTHONPATH in env:
-        caller = env.pop(CALLER_PYTHONPATH)
-        if caller:
-            env["PYTHONPATH"] = caller
-        else:
-            env.pop("PYTHONPATH", None)
     argv = [*network(paths).nsenter_prefix(), *command]
     os.execvpe(argv[0], argv, env)
 

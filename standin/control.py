@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import threading
 import urllib.request
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 Handler = Callable[[dict[str, Any]], Any]
 

@@ -1,4 +1,4 @@
-"""python -m tests.standin start|stop|run|config|status|interrupt|faults (and `daemon`, internal)."""
+"""python -m standin start|stop|run|config|status|interrupt|faults (and `daemon`, internal)."""
 from __future__ import annotations
 
 import argparse

@@ -10,10 +10,11 @@ import re
 import shutil
 import subprocess
 import threading
+from collections.abc import Callable
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 APT_PACKAGES = ("libgoogle-perftools4", "numactl")
 # The stock stack of ami/stacks.yaml, for the nodes' python (cp311, manylinux x86_64).
@@ -110,8 +111,8 @@ def build_simple_index(house: Path, target: Path) -> None:
     links = "".join(f'<a href="{p}/">{p}</a>\n' for p in sorted(by_project))
     (target / "index.html").write_text(_page("Simple index", links))
     for project, files in by_project.items():
-        anchors = "".join(f'<a href="../../wheels/{html.escape(f.name)}#sha256={_sha256(f)}">{html.escape(f.name)}</a>\n'
-                          for f in files)
+        anchors = "".join(f'<a href="../../wheels/{html.escape(f.name)}#sha256={_sha256(f)}">'
+                          f'{html.escape(f.name)}</a>\n' for f in files)
         (target / project).mkdir()
         (target / project / "index.html").write_text(_page(f"Links for {project}", anchors))
 

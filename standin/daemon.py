@@ -9,15 +9,16 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from . import control
-from .faults import FaultsFile
-from .images import ImageStore
 from .containers import remove_tree
 from .dns import serve_dns
+from .faults import FaultsFile
+from .images import ImageStore
 from .imds import serve_imds
 from .network import Network
 from .paths import Paths

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from .containers import Container, remove_tree
 from .faults import Faults
@@ -143,7 +144,8 @@ class Fleet:
             remove_tree(node.container.root)
         self.images.collect(self.chains_in_use())
         self.log(f"{node.launch.instance_id}: terminated" + (f" ({reason[0]})" if reason else "")
-                 + f"; container stopped in {halted - started:.1f} s, disk removed in {time.monotonic() - halted:.1f} s")
+                 + f"; container stopped in {halted - started:.1f} s, "
+                   f"disk removed in {time.monotonic() - halted:.1f} s")
 
     def _halt(self, node: Node) -> None:
         node.container.halt()
@@ -164,7 +166,7 @@ class Fleet:
         faults = self.faults()
         delay = faults.scaled(faults.spot_notice_seconds) if seconds is None else seconds
         node = self._node(instance_id)
-        when = datetime.now(timezone.utc) + timedelta(seconds=delay)
+        when = datetime.now(UTC) + timedelta(seconds=delay)
         node.notice = {"action": "terminate", "time": when.strftime("%Y-%m-%dT%H:%M:%SZ")}
         self._spawn(self._reclaim, node, delay)
         return node.notice

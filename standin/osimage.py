@@ -7,9 +7,9 @@ import json
 import shutil
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 PACKAGES = (
     "systemd", "systemd-sysv", "dbus", "openssh-server", "sudo", "python3", "python3-venv",

@@ -10,10 +10,11 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, ClassVar
 
 from .faults import Faults
 from .fleet import Fleet, Launch
@@ -47,9 +48,9 @@ def seed_ubuntu_parameter(ami_id: str, region: str = REGION) -> None:
     from moto.ssm.models import Parameter, ssm_backends
 
     backend = ssm_backends[ACCOUNT][region]
-    backend._parameters[BASE_IMAGE_PARAMETER].append(Parameter(
+    backend._parameters[BASE_IMAGE_PARAMETER].append(Parameter(  # type: ignore[abstract]  # abstract only for CloudFormation; moto builds it so too
         account_id=ACCOUNT, name=BASE_IMAGE_PARAMETER, value=ami_id, parameter_type="String",
-        description=None, allowed_pattern=None, keyid=None, last_modified_date=time.time(), version=1,
+        description=None, allowed_pattern=None, keyid=None, last_modified_date=datetime.now(UTC), version=1,
         data_type="aws:ec2:image"))
 
 
@@ -70,7 +71,8 @@ def seed_default_vpc_internet_route(region: str = REGION) -> None:
 class MotoState:
     """Implements fleet.MotoView on moto's model objects."""
 
-    CODES = {"pending": 0, "running": 16, "shutting-down": 32, "terminated": 48, "stopping": 64, "stopped": 80}
+    CODES: ClassVar[dict[str, int]] = {"pending": 0, "running": 16, "shutting-down": 32, "terminated": 48,
+                                       "stopping": 64, "stopped": 80}
 
     def set_state(self, instance: Any, name: str) -> None:
         from moto.ec2.models.instances import InstanceState
@@ -88,7 +90,7 @@ class MotoState:
             instance.terminate()
         self.set_state(instance, "terminated")
         code, message = reason
-        instance._reason = f"{message} ({datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} GMT)"
+        instance._reason = f"{message} ({datetime.now(UTC):%Y-%m-%d %H:%M:%S} GMT)"
         instance.state_reason = StateReason(message, code)
 
     def set_stopped(self, instance: Any, reason: tuple[str, str]) -> None:
@@ -96,7 +98,7 @@ class MotoState:
 
         instance.stop()
         code, message = reason
-        instance._reason = f"{message} ({datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} GMT)"
+        instance._reason = f"{message} ({datetime.now(UTC):%Y-%m-%d %H:%M:%S} GMT)"
         instance.state_reason = StateReason(message, code)
 
     def set_image_state(self, ami: Any, name: str) -> None:
@@ -191,7 +193,7 @@ class Hooks:
         def get_console_output(resp: Any) -> Any:
             instance = resp.ec2_backend.get_instance(resp._get_param("InstanceId"))
             text = hooks.fleet.console(instance.id, latest=resp._get_bool_param("Latest", False))
-            return ActionResult({"InstanceId": instance.id, "Timestamp": datetime.now(timezone.utc),
+            return ActionResult({"InstanceId": instance.id, "Timestamp": datetime.now(UTC),
                                  "Output": Base64EncodedString.from_raw_string(text)})
 
         def create_placement_group(resp: Any) -> Any:
@@ -209,10 +211,10 @@ class Hooks:
                                               resp._filters_from_querystring())
             return ActionResult({"PlacementGroups": groups})
 
-        EC2Response.get_console_output = get_console_output
-        EC2Response.create_placement_group = create_placement_group
-        EC2Response.delete_placement_group = delete_placement_group
-        EC2Response.describe_placement_groups = describe_placement_groups
+        EC2Response.get_console_output = get_console_output  # type: ignore[method-assign, assignment]  # moto is patched at class level
+        EC2Response.create_placement_group = create_placement_group  # type: ignore[attr-defined]  # moto 5.2 has none
+        EC2Response.delete_placement_group = delete_placement_group  # type: ignore[attr-defined]  # moto 5.2 has none
+        EC2Response.describe_placement_groups = describe_placement_groups  # type: ignore[attr-defined]  # moto 5.2 has none
 
     def _patch_instances(self) -> None:
         from moto.ec2.models import EC2Backend
@@ -237,8 +239,8 @@ class Hooks:
             hooks.fleet.terminating([i.id for i, _ in result])
             return result
 
-        EC2Backend.run_instances = run_instances
-        EC2Backend.terminate_instances = terminate_instances
+        EC2Backend.run_instances = run_instances  # type: ignore[method-assign, assignment]  # moto is patched at class level
+        EC2Backend.terminate_instances = terminate_instances  # type: ignore[method-assign, assignment]  # moto is patched at class level
 
     def _patch_images(self) -> None:
         from moto.ec2.models import EC2Backend
@@ -277,13 +279,14 @@ class Hooks:
         def delete_snapshot(backend: Any, snapshot_id: str) -> Any:
             window = hooks.faults().snapshot_in_use_seconds
             if time.monotonic() - hooks.snapshots_released.get(snapshot_id, -1e9) < window:
-                raise _error("InvalidSnapshot.InUse", f"The snapshot {snapshot_id} is currently in use (stand-in fault)")
+                raise _error("InvalidSnapshot.InUse",
+                             f"The snapshot {snapshot_id} is currently in use (stand-in fault)")
             return real_delete_snapshot(backend, snapshot_id)
 
-        EC2Backend.create_image = create_image
-        EC2Backend.describe_images = describe_images
-        EC2Backend.deregister_image = deregister_image
-        EC2Backend.delete_snapshot = delete_snapshot
+        EC2Backend.create_image = create_image  # type: ignore[method-assign, assignment]  # moto is patched at class level
+        EC2Backend.describe_images = describe_images  # type: ignore[method-assign, assignment]  # moto is patched at class level
+        EC2Backend.deregister_image = deregister_image  # type: ignore[method-assign, assignment]  # moto is patched at class level
+        EC2Backend.delete_snapshot = delete_snapshot  # type: ignore[method-assign, assignment]  # moto is patched at class level
 
     def _patch_security_groups(self) -> None:
         from moto.ec2.models import EC2Backend
@@ -296,13 +299,14 @@ class Hooks:
                 raise _error("DependencyViolation", f"resource {group_id} has a dependent object (stand-in fault)")
             return real_delete(backend, name=name, group_id=group_id)
 
-        EC2Backend.delete_security_group = delete_security_group
+        EC2Backend.delete_security_group = delete_security_group  # type: ignore[method-assign, assignment]  # moto is patched at class level
 
 
 def _requested_zone(backend: Any, kwargs: dict[str, Any]) -> str | None:
     if kwargs.get("placement"):
         return str(kwargs["placement"])
-    subnet_id = kwargs.get("subnet_id") or next((n.get("SubnetId") for n in kwargs.get("nics", []) if n.get("SubnetId")), None)
+    subnet_id = kwargs.get("subnet_id") or next(
+        (n.get("SubnetId") for n in kwargs.get("nics", []) if n.get("SubnetId")), None)
     if subnet_id:
         try:
             return str(backend.get_subnet(subnet_id).availability_zone)
