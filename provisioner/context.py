@@ -46,7 +46,7 @@ class CommandContext:
         """The cluster's record, or one error saying it is not up. `ready=False` also accepts a
         cluster kept after a failed `up` (--keep-on-failure), which is there to be inspected."""
         record = self.state.load()
-        if record is None or not record.nodes or (ready and record.status != "ready"):
+        if record is None or not record.nodes or (ready and not record.ready):
             raise XeonClusterError(f"cluster '{self.config.name}' is not up",
                                    hint=f"run `xeoncluster up --name {self.config.name}` first")
         return record
@@ -87,7 +87,7 @@ def recorded_config(name: str, overrides: Mapping[str, Any], ready_only: bool = 
         record = StateDir(name).load()
     except XeonClusterError:
         return None  # a corrupt state file must not stop `down`
-    if record is None or (ready_only and record.status != "ready"):
+    if record is None or (ready_only and not record.ready):
         return None
     return load_config(None, {**record.config, **{k: v for k, v in overrides.items() if v is not None}})
 

@@ -9,14 +9,14 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from .errors import BusyError, ConfigError, XeonClusterError
-from .providers.base import Node
+from .providers.base import Image, Node
 
 
 def xeoncluster_home() -> Path:
@@ -27,25 +27,49 @@ def xeoncluster_home() -> Path:
     return home
 
 
+class ClusterStatus(StrEnum):
+    CREATING = "creating"  # `up` is running (or died before it finished)
+    READY = "ready"
+    FAILED = "failed"      # a failed `up` kept for inspection (--keep-on-failure)
+    REMOVING = "removing"  # `down` has started
+
+
+class ImageRecord(BaseModel):
+    """The image decision `up` executed: the key, what it did, and the image nodes start from (None:
+    every node runs the playbooks), or the id of one still being baked in the background."""
+
+    key: str | None
+    action: str
+    image: Image | None = None
+    background: str | None = None
+
+
 class ClusterRecord(BaseModel):
     """What state.json holds. It mirrors what exists; the provider's tags/namespaces stay the truth."""
 
     name: str
     provider: str
-    status: str = "creating"
+    status: ClusterStatus = ClusterStatus.CREATING
     config: dict[str, Any] = Field(default_factory=dict)
     steps_done: list[str] = Field(default_factory=list)
     resources: dict[str, list[str]] = Field(default_factory=dict)
-    nodes: list[dict[str, Any]] = Field(default_factory=list)
-    image: dict[str, Any] | None = None
+    nodes: list[Node] = Field(default_factory=list)
+    image: ImageRecord | None = None
     created_at: float = Field(default_factory=time.time)
     replaced: list[str] = Field(default_factory=list)  # nodes replaced since `up` created the cluster
 
+    @property
+    def ready(self) -> bool:
+        return self.status is ClusterStatus.READY
+
     def node_list(self) -> list[Node]:
-        return [Node(**item) for item in self.nodes]
+        return list(self.nodes)
 
     def set_nodes(self, nodes: list[Node]) -> None:
-        self.nodes = [asdict(node) for node in nodes]
+        self.nodes = list(nodes)
+
+    def node(self, name: str) -> Node | None:
+        return next((n for n in self.nodes if n.name == name), None)
 
     def add_resources(self, kind: str, ids: list[str]) -> None:
         known = self.resources.setdefault(kind, [])

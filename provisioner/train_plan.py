@@ -24,6 +24,7 @@ DEFAULT_MODEL = "distilbert-base-uncased"
 DEFAULT_DATASETS = {"squad": "squad", "glue": "glue"}
 REDACTED = "<redacted>"
 STOP_FILE = "stop-request"
+DEFAULT_MAX_RESTARTS = 2
 ENV_FILE = "env"  # in the run's folder on every node: --env values, mode 0600, read by `python -m training`
 
 
@@ -47,7 +48,7 @@ class TrainRequest:
     fetch_model: Path | None = None
     offline: bool = False
     tuned: bool = True
-    max_restarts: int = 2
+    max_restarts: int = DEFAULT_MAX_RESTARTS
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,8 @@ def resume_command(request: TrainRequest, cluster: str, run: str) -> str:
         args += ["--task", request.glue_task]
     valued = (("--dataset", request.dataset), ("--train-file", request.train_file), ("--eval-file", request.eval_file),
               ("--model", request.model), ("--ppn", request.ppn), ("--threads", request.threads),
-              ("--fetch-model", request.fetch_model))
+              ("--fetch-model", request.fetch_model),
+              ("--max-restarts", request.max_restarts if request.max_restarts != DEFAULT_MAX_RESTARTS else None))
     args += [part for flag, value in valued if value is not None for part in (flag, str(value))]
     args += [flag for flag, on in (("--demo", request.demo), ("--offline", request.offline),
                                    ("--no-tune", not request.tuned)) if on]

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from ..context import CommandContext
 from ..errors import XeonClusterError
 from ..providers.base import Removed
-from ..state import StateDir
+from ..state import ClusterStatus, StateDir
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ def _mark_removing(ctx: CommandContext) -> None:
     except XeonClusterError:
         return
     if record is not None:
-        record.status = "removing"
+        record.status = ClusterStatus.REMOVING
         ctx.state.save(record)
 
 

@@ -127,8 +127,7 @@ def _remove_new(ctx: CommandContext, record: ClusterRecord, names: list[str]) ->
 
 
 def recorded_image(record: ClusterRecord) -> Image | None:
-    data = (record.image or {}).get("image")
-    return Image(**(data | {"snapshots": tuple(data.get("snapshots", ()))})) if data else None
+    return record.image.image if record.image else None
 
 
 def _master(record: ClusterRecord) -> Node | None:

@@ -246,7 +246,7 @@ class TrainRunner:
             record = self.ctx.state.load()
         except XeonClusterError:
             record = None
-        if record is None or record.status != "ready" or not log.exists():
+        if record is None or not record.ready or not log.exists():
             return None  # `down --force` is taking the cluster away: nothing to recover into
         text = log.read_text()
         lost = lost_nodes(self.ctx, record, shell, result.exit_code, text)

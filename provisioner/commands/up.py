@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 from ..bake_lock import BakeLock
@@ -22,7 +22,7 @@ from ..playbook import load_playbooks
 from ..providers.base import Image, Network, Node
 from ..remote import NodeShell
 from ..stacks import get_stack
-from ..state import ClusterRecord
+from ..state import ClusterRecord, ClusterStatus, ImageRecord
 from .repair import RepairResult, health, repair
 from .up_nodes import (
     GROW_ROOT_FS,
@@ -53,7 +53,7 @@ class UpResult:
 def run(ctx: CommandContext, keep_on_failure: bool = False) -> UpResult:
     with ctx.state.lock("up"):
         existing = ctx.state.load()
-        if existing is not None and existing.status == "ready":
+        if existing is not None and existing.ready:
             return _already_up(ctx, existing)
         notes = ctx.provider.preflight(ctx.config)
         if existing is None:
@@ -139,7 +139,7 @@ def _create(ctx: CommandContext, notes: list[str], image: ImagePlan, keep_on_fai
         raise rollback(ctx, current, exc, keep_on_failure) from exc
     finally:
         shell.close()
-    record.status = "ready"
+    record.status = ClusterStatus.READY
     state.save(record)
     return UpResult(cfg.name, record.node_list(), steps.image, seconds=time.monotonic() - started)
 
@@ -238,7 +238,7 @@ class UpSteps:
         image_id = self._with_identity_set_aside(master, lambda restore: self.ctx.provider.start_bake(
             self.ctx.config, master, str(self.image.key), on_snapshot=restore))
         self.image = replace(self.image, background=image_id)
-        self.record.image = {"key": self.image.key, "action": "bake", "image": None, "background": image_id}
+        self.record.image = ImageRecord(key=self.image.key, action="bake", background=image_id)
         self.record.add_resources("image", [image_id])
         self.bake_lock.release()
 
@@ -298,5 +298,4 @@ class UpSteps:
         check_mesh(self.ctx, self.record.node_list(), self.shell)
 
     def _record_image(self, image: Image | None) -> None:
-        data = asdict(image) | {"snapshots": list(image.snapshots)} if image else None
-        self.record.image = {"key": self.image.key, "action": self.image.action.value, "image": data}
+        self.record.image = ImageRecord(key=self.image.key, action=self.image.action.value, image=image)

@@ -5,7 +5,7 @@ import shutil
 
 from ..context import CommandContext
 from ..errors import XeonClusterError
-from ..state import StateDir
+from ..state import ClusterStatus, StateDir
 
 
 class StepFailed(XeonClusterError):
@@ -48,7 +48,7 @@ def _describe(exc: BaseException) -> str:
 def _keep(ctx: CommandContext, step: str, reason: str) -> StepFailed:
     record = ctx.state.load()
     if record is not None:
-        record.status = "failed"
+        record.status = ClusterStatus.FAILED
         ctx.state.save(record)
     return StepFailed(f"up failed at step '{step}': {reason}; resources were kept",
                       hint=f"inspect them, then run `xeoncluster down --name {ctx.config.name}`",

@@ -21,10 +21,8 @@ moto workarounds (moto 5.2.1):
 """
 from __future__ import annotations
 
-import functools
 import ipaddress
 import socket
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -192,18 +190,13 @@ class CliHarness:
     def __call__(self, *argv: str) -> CliRun:
         import provisioner.cli as cli_module
 
-        group = cli_module.cli
         obj = {"provider_factory": self.provider_factory, "shell_factory": self.shell.factory}
         self.capsys.readouterr()
-        self.monkeypatch.setattr(sys, "argv", ["xeoncluster", *argv])
-        group.main = functools.partial(type(group).main, group, obj=obj)  # type: ignore[method-assign]
         try:
-            cli_module.main()
+            cli_module.main(list(argv), obj=obj)
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        finally:
-            del group.main
         captured = self.capsys.readouterr()
         return CliRun(code, captured.out, captured.err)
 

@@ -33,7 +33,8 @@ def test_the_standin_and_the_cli_do_not_import_each_other() -> None:
 def test_python_m_standin_runs_from_any_directory_without_pythonpath(tmp_path: Path) -> None:
     (tmp_path / "standin").mkdir()  # a folder of that name in the cwd must not shadow the package
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    for argv in ([sys.executable, "-P", "-m", "standin", "--help"], [str(REPO / "scripts" / "aws-standin.sh"), "--help"]):
+    wrapper = str(REPO / "scripts" / "aws-standin.sh")
+    for argv in ([sys.executable, "-P", "-m", "standin", "--help"], [wrapper, "--help"]):
         result = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr
         assert "EC2 stand-in" in result.stdout

@@ -1,0 +1,73 @@
+"""`xeoncluster train`: parse what the user asked for into a TrainRequest; the command module runs it."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .. import render
+from ..commands import train as train_cmd
+from ..stacks import get_stack
+from ..train_plan import DEFAULT_MODEL, LaunchPlan, TrainRequest, check_request, dry_run_plan, parse_env
+from .group import CONTEXT, cli, cluster_options, command_context
+
+
+@cli.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
+@cluster_options
+@click.argument("task", type=click.Choice(["squad", "glue"]))
+@click.argument("trainer_args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--task", "glue_task", default="mrpc", show_default=True, help="GLUE task name (glue only)")
+@click.option("--demo", is_flag=True, help="offline demo: a tiny BERT and synthetic data built on the nodes")
+@click.option("--dataset", help="Hugging Face dataset name (default: squad / glue)")
+@click.option("--train-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="local training file (SQuAD JSON flat or nested; GLUE TSV/CSV/JSON); copied to every node")
+@click.option("--eval-file", type=click.Path(dir_okay=False, path_type=Path), help="local evaluation file")
+@click.option("--model", help=f"hub id or a directory on the nodes (default {DEFAULT_MODEL})")
+@click.option("--run", help="run name (default TASK-TIMESTAMP); results go to the state folder's runs/RUN")
+@click.option("--resume", is_flag=True, help="continue the run (default: the latest) from its last checkpoint")
+@click.option("--ppn", type=int, help="ranks per node (default: one per socket)")
+@click.option("--threads", type=int, help="OpenMP threads per rank (default: physical cores per rank)")
+@click.option("--env", "env_pairs", multiple=True, metavar="K=V", help="extra environment for every rank; repeatable")
+@click.option("--fetch-model", type=click.Path(file_okay=False, path_type=Path), help="copy the trained model here")
+@click.option("--offline", is_flag=True, help="set HF_HUB_OFFLINE=1 on the nodes")
+@click.option("--tune/--no-tune", default=True, show_default=True,
+              help="--no-tune drops the computed threads/pinning/tcmalloc (for comparison)")
+@click.option("--max-restarts", type=int, default=2, show_default=True,
+              help="when a node is lost (spot reclaim, crash), replace it and resume from the newest checkpoint "
+                   "this many times; 0 fails at once")
+@click.option("--dry-run", is_flag=True, help="print the exact mpirun command and environment; run nothing")
+@click.option("--nodes", type=int, help="with --dry-run and no cluster: plan for this many nodes")
+@click.option("--instance-type", help="with --dry-run and no cluster: plan for this instance type")
+@click.pass_context
+def train(ctx: click.Context, task: str, trainer_args: tuple[str, ...], glue_task: str, demo: bool,
+          dataset: str | None, train_file: Path | None, eval_file: Path | None, model: str | None, run: str | None,
+          resume: bool, ppn: int | None, threads: int | None, env_pairs: tuple[str, ...], fetch_model: Path | None,
+          offline: bool, tune: bool, max_restarts: int, dry_run: bool, nodes: int | None, instance_type: str | None,
+          **opts: Any) -> None:
+    """Fine-tune TASK (squad or glue) across every node with mpirun + PyTorch DDP.
+
+    Ranks per node, threads, pinning and LD_PRELOAD come from each node's topology. Output is
+    streamed, labelled by rank, and saved with metrics.json under the cluster's runs/ folder.
+    Arguments after `--` go to the HF TrainingArguments (e.g. -- --learning_rate 5e-5).
+    """
+    request = TrainRequest(
+        task=task, glue_task=glue_task, dataset=dataset, train_file=train_file, eval_file=eval_file, model=model,
+        demo=demo, run=run, resume=resume, ppn=ppn, threads=threads, env=parse_env(env_pairs),
+        trainer_args=tuple(a for a in trainer_args if a != "--"), fetch_model=fetch_model, offline=offline,
+        tuned=tune, max_restarts=max_restarts)
+    context = command_context(ctx, opts)
+    config = context.config
+    if dry_run and (instance_type is not None or nodes is not None):
+        stack = get_stack(config.stack)
+        check_request(request, stack)
+        render.launch_plan(dry_run_plan(request, stack, instance_type or config.instance_types[0],
+                                        config.nodes if nodes is None else nodes, config.ssh.user or "ubuntu"))
+        return
+    result = train_cmd.run(context, request, render.echo_line, dry_run)
+    if isinstance(result, LaunchPlan):
+        render.launch_plan(result)
+    else:
+        render.training_result(result)
+
+
