@@ -7,23 +7,19 @@ from __future__ import annotations
 
 import difflib
 import ipaddress
-import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from .errors import ConfigError
+from .providers.local_spec import LocalSettings
+from .providers.spec import DEFAULT_PROVIDER, check_field, check_image, spec_for, specs
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,23}$"
-IMAGE_PATTERN = re.compile(r"^(auto|none|ami-[0-9a-f]{8,17}|local-[0-9a-f]{8,64})$")
-INSTANCE_TYPE_PATTERN = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
-REGION_PATTERN = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
-DEFAULT_LOCAL_ROOT = Path("/var/lib/xeoncluster")
-HOMES = Path("/root")
 FLAGS = {"name": "--name", "provider": "--provider", "region": "--region", "profile": "--profile",
          "nodes": "--nodes", "image": "--image", "stack": "--stack", "market": "--market",
          "instance_types": "--instance-type"}
@@ -52,32 +48,6 @@ class SshSettings(_Strict):
     @property
     def world_open(self) -> bool:
         return self.cidr != "auto" and ipaddress.ip_network(self.cidr).prefixlen == 0
-
-
-class LocalSettings(_Strict):
-    subnet: str = "10.213.0.0/24"
-    root: Path = DEFAULT_LOCAL_ROOT
-    cpus_per_node: int | None = Field(default=None, ge=1, le=4096, strict=True)
-
-    @field_validator("subnet")
-    @classmethod
-    def _subnet(cls, value: str) -> str:
-        try:
-            net = ipaddress.IPv4Network(value, strict=True)
-        except ValueError:
-            raise ValueError("must be a private IPv4 network such as 10.213.0.0/24") from None
-        if not net.is_private or net.prefixlen > 28 or net.prefixlen < 16:
-            raise ValueError("must be a private IPv4 network between /16 and /28")
-        return str(net)
-
-    @field_validator("root")
-    @classmethod
-    def _root(cls, value: Path) -> Path:
-        if not value.is_absolute():
-            raise ValueError("must be an absolute path")
-        if value == HOMES or HOMES in value.parents:
-            raise ValueError("must be outside /root: local nodes' homes are overlaid at /root")
-        return value
 
 
 class PipSettings(_Strict):
@@ -124,7 +94,7 @@ def _http_url(value: str) -> str:
 
 class ClusterConfig(_Strict):
     name: str = Field(default="xc", pattern=NAME_PATTERN)
-    provider: Literal["aws", "local"] = "aws"
+    provider: str = DEFAULT_PROVIDER
     nodes: int = Field(default=2, ge=1, le=256, strict=True)
     region: str | None = None
     profile: str | None = None
@@ -135,7 +105,7 @@ class ClusterConfig(_Strict):
     zones: list[str] = Field(default_factory=list)
     root_volume_gib: int = Field(default=100, ge=8, le=16384, strict=True)
     placement_group: bool = False
-    vpc_id: str | None = Field(default=None, pattern=r"^vpc-[0-9a-f]{8,17}$")
+    vpc_id: str | None = None
     ssh: SshSettings = Field(default_factory=SshSettings)
     image: str = "auto"
     stack: Literal["stock", "intel"] = "stock"
@@ -144,19 +114,22 @@ class ClusterConfig(_Strict):
     pip: PipSettings = Field(default_factory=PipSettings)
     apt: AptSettings = Field(default_factory=AptSettings)
 
-    @field_validator("region")
+    @field_validator("provider")
     @classmethod
-    def _region(cls, value: str | None) -> str | None:
-        if value is not None and not REGION_PATTERN.match(value):
-            raise ValueError("must be an AWS region such as us-east-1")
+    def _provider(cls, value: str) -> str:
+        names = list(specs())
+        if value not in names:
+            raise ValueError(f"must be one of {', '.join(repr(n) for n in names)}")
         return value
+
+    @field_validator("region", "instance_types", "vpc_id")
+    @classmethod
+    def _provider_field(cls, value: Any, info: ValidationInfo) -> Any:
+        return check_field(str(info.field_name), value)
 
     @field_validator("instance_types")
     @classmethod
     def _instance_types(cls, value: list[str]) -> list[str]:
-        for item in value:
-            if not INSTANCE_TYPE_PATTERN.match(item):
-                raise ValueError(f"'{item}' is not an instance type such as c7i.2xlarge")
         if len(set(value)) != len(value):
             raise ValueError("lists an instance type twice")
         return value
@@ -164,16 +137,14 @@ class ClusterConfig(_Strict):
     @field_validator("image")
     @classmethod
     def _image(cls, value: str) -> str:
-        if not IMAGE_PATTERN.match(value):
-            raise ValueError("must be 'auto', 'none', an AMI id (ami-...) or a local image id (local-...)")
-        return value
+        return check_image(value)
 
     @model_validator(mode="after")
     def _provider_defaults(self) -> ClusterConfig:
-        if self.provider == "aws" and self.region is None:
-            object.__setattr__(self, "region", default_region(self.profile))
+        spec = spec_for(self.provider)
+        spec.complete(self)
         if self.ssh.user is None:
-            self.ssh.user = "root" if self.provider == "local" else "ubuntu"
+            self.ssh.user = spec.default_user
         return self
 
     @property
@@ -181,29 +152,17 @@ class ClusterConfig(_Strict):
         return self.master_market or self.market
 
 
-def default_region(profile: str | None) -> str:
-    """What the AWS CLI would use: AWS_REGION, then AWS_DEFAULT_REGION or the profile's region, then us-east-1.
-
-    botocore itself reads only AWS_DEFAULT_REGION, so AWS_REGION is looked at here."""
-    import botocore.exceptions
-    import botocore.session
-
-    if os.environ.get("AWS_REGION"):
-        return os.environ["AWS_REGION"]
-    try:
-        region = botocore.session.Session(profile=profile).get_config_variable("region")
-    except botocore.exceptions.BotoCoreError:
-        region = None  # a missing profile is reported by the preflight, with its own hint
-    return str(region or "us-east-1")
+def _sections() -> dict[str, set[str]]:
+    """The valid keys of the top level and of each section (ssh:, pip:, a provider's own ...)."""
+    paths = {"": set(ClusterConfig.model_fields)}
+    for name, field in ClusterConfig.model_fields.items():
+        model = field.annotation
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            paths[name] = set(model.model_fields)
+    return paths
 
 
-FIELD_PATHS: dict[str, set[str]] = {
-    "": set(ClusterConfig.model_fields),
-    "ssh": set(SshSettings.model_fields),
-    "local": set(LocalSettings.model_fields),
-    "pip": set(PipSettings.model_fields),
-    "apt": set(AptSettings.model_fields),
-}
+FIELD_PATHS = _sections()
 
 
 def default_config_path(cwd: Path | None = None) -> Path | None:

@@ -16,7 +16,7 @@ from .errors import NoStateError, XeonClusterError
 from .progress import Reporter
 from .providers import make_provider
 from .providers.base import Provider
-from .providers.local_leftovers import find_local_leftovers
+from .providers.spec import locate_without_state
 from .remote import FabricShell, NodeShell, SshIdentity
 from .state import ClusterRecord, StateDir, xeoncluster_home
 
@@ -70,12 +70,10 @@ def resolve_config(options: Mapping[str, Any], overrides: Mapping[str, Any] | No
     recorded = recorded_config(config.name, values)
     if recorded is not None or not locate or _provider_named(path, values):
         return recorded or config
-    leftovers = find_local_leftovers(config.name, config.local.root)
-    if not leftovers.found:
+    found = locate_without_state(config)
+    if found is None:
         raise NoStateError(config.name)
-    local = {"provider": "local", "local.root": leftovers.root or config.local.root,
-             "local.subnet": leftovers.subnet or config.local.subnet}
-    return load_config(path, {**values, **local})
+    return load_config(path, {**values, **found})
 
 
 def _provider_named(path: Path | None, values: Mapping[str, Any]) -> bool:

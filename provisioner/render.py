@@ -76,7 +76,7 @@ def removed(result: Removed, what: str) -> None:
 
 def status_table(result: StatusResult) -> None:
     table = Table(title=f"cluster '{result.cluster}' ({result.provider})", title_justify="left")
-    cloud = result.provider != "local"
+    cloud = any(row.node.instance_type for row in result.nodes)
     columns = ["node", "role", "state", "ssh", "address", "private ip"] + (
         ["market", "zone", "type", "$/h"] if cloud else [])
     for column in columns:

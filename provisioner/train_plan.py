@@ -11,7 +11,6 @@ from pathlib import Path
 from training import stack_rules
 from training.glue_data import TASKS as GLUE_TASKS  # no torch/transformers at import: safe on the user's machine
 
-from . import catalog
 from .errors import ConfigError
 from .providers.base import Node
 from .remote_layout import PACKAGE_ROOT, RemoteLayout
@@ -179,7 +178,7 @@ def program_args(request: TrainRequest, stack: Stack, home: str, run: str, data:
 
 
 def launch_env(request: TrainRequest, stack: Stack, home: str, run: str, iface: str | None = None,
-               notices: bool = False) -> dict[str, str]:
+               notices: str | None = None) -> dict[str, str]:
     """--env values are not here: argv is visible to every user (`ps`) and is logged. The ranks
     read them from the run's 0600 env file (XC_ENV_FILE) before anything else."""
     # No PYTHONUNBUFFERED: unbuffered print() writes text and newline separately, and Intel MPI's
@@ -193,11 +192,13 @@ def launch_env(request: TrainRequest, stack: Stack, home: str, run: str, iface: 
         env |= {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     if request.env:
         env["XC_ENV_FILE"] = f"{RemoteLayout(home).run_dir(run)}/{ENV_FILE}"
-    # Ranks checkpoint and stop when this file appears, or (where the provider sends them) on a
-    # spot interruption notice: see training/interruption.py.
+    # Ranks checkpoint and stop when the run agent creates this file. A provider's notice (spot
+    # interruption) is only reported: the agent replaces the node first, then stops the ranks
+    # (training/interruption.py).
     env["XC_STOP_FILE"] = f"{RemoteLayout(home).run_dir(run)}/{STOP_FILE}"
+    env["XC_NOTICE_POLICY"] = "report"
     if notices:
-        env["XC_SPOT_WATCH"] = "1"
+        env["XC_NOTICES"] = notices
     return env
 
 
@@ -206,7 +207,7 @@ def env_file_text(request: TrainRequest) -> str:
 
 
 def build_plan(request: TrainRequest, stack: Stack, nodes: list[Node], topology: CpuTopology, home: str,
-               run: str, data: dict[str, str], iface: str | None = None, notices: bool = False) -> LaunchPlan:
+               run: str, data: dict[str, str], iface: str | None = None, notices: str | None = None) -> LaunchPlan:
     master = nodes[0]
     env = launch_env(request, stack, home, run, iface, notices)
     try:
@@ -232,14 +233,11 @@ def untuned(ranks: RankPlan, extra: dict[str, str]) -> RankPlan:
     return replace(ranks, env=env, threads_per_rank=0, notes=(*ranks.notes, "untuned: library defaults"))
 
 
-def dry_run_plan(request: TrainRequest, stack: Stack, instance_type: str, node_count: int, user: str) -> LaunchPlan:
-    """For a cluster that does not exist yet: topology from the instance catalog."""
+def dry_run_plan(request: TrainRequest, stack: Stack, topology: CpuTopology, instance_type: str, node_count: int,
+                 user: str) -> LaunchPlan:
+    """For a cluster that does not exist yet: `topology` is what a node of that type would report."""
     if not 1 <= node_count <= 256:
         raise ConfigError(f"--nodes must be between 1 and 256 (got {node_count})")
-    kind = catalog.lookup(instance_type)
-    if kind is None:
-        hint = catalog.nearest(instance_type)
-        raise ConfigError(f"unknown instance type '{instance_type}'" + (f" (did you mean '{hint}'?)" if hint else ""))
     home = "/root" if user == "root" else f"/home/{user}"
     nodes = [Node(name=f"node{i}", id="(planned)", private_ip="<node0-private-ip>" if i == 0 else "", ssh_host="",
                   role="master" if i == 0 else "worker", market="", instance_type=instance_type)
@@ -247,7 +245,7 @@ def dry_run_plan(request: TrainRequest, stack: Stack, instance_type: str, node_c
     data = {"train": f"{PACKAGE_ROOT}/data/<digest>/{request.train_file.name}"} if request.train_file else {}
     if request.eval_file:
         data["eval"] = f"{PACKAGE_ROOT}/data/<digest>/{request.eval_file.name}"
-    return build_plan(request, stack, nodes, catalog.topology_of(kind), home, request.run or "<run>", data)
+    return build_plan(request, stack, nodes, topology, home, request.run or "<run>", data)
 
 
 def launched_task(launch_json: Path) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import traceback
 
 from .errors import TrainingError
 
@@ -16,6 +17,18 @@ def load_env_file(environ: os._Environ[str] | dict[str, str]) -> None:
     if path:
         with open(path) as handle:
             environ.update({str(k): str(v) for k, v in json.load(handle).items()})
+
+
+FAILURE_LINES = 12
+
+
+def report_failure(reason: str, lines: tuple[str, ...]) -> None:
+    """Any rank that fails says so as an event: its rank, its node and its last lines reach the agent
+    even when MPI only reports that a process exited."""
+    from .distributed import from_env, own_address
+    from .events import RunEvent, emit
+
+    emit(RunEvent("failed", rank=from_env(os.environ).rank, node=own_address(), reason=reason, lines=lines))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,11 +55,15 @@ def main(argv: list[str] | None = None) -> int:
 
         return run(from_args(args, overrides))
     except TrainingError as exc:
+        report_failure(str(exc), (f"training: {exc}",))
         print(f"training: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("training: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        report_failure(f"{type(exc).__name__}: {exc}", tuple(traceback.format_exc().splitlines()[-FAILURE_LINES:]))
+        raise
     finally:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 
@@ -77,3 +78,14 @@ def destroy_process_group() -> None:
 
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def own_address() -> str:
+    """This node's address towards the master: the agent knows nodes by their private address."""
+    master = os.environ.get("MASTER_ADDR", "127.0.0.1")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect((master, 9))  # UDP: no packet is sent, the kernel only picks the route
+            return str(probe.getsockname()[0])
+        except OSError:
+            return socket.gethostname()

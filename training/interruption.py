@@ -1,97 +1,116 @@
-"""Stop cleanly on a spot interruption notice: checkpoint at the end of the current step, then exit.
+"""Stop cleanly when asked: checkpoint at the end of a step, then exit with EXIT_STOPPED.
 
-A watcher thread polls the instance metadata service (IMDSv2 `spot/instance-action`, which EC2 fills
-about two minutes before it reclaims a spot instance) and, for any provider, a stop-request file.
-Every rank checks the flags after each step and the ranks agree with one all-reduce, so they all
-stop at the same step: a rank stopping alone would leave the others blocked in their all-reduce.
+A watcher thread on every rank polls its node's notice sources (training/notices.py). What a
+provider's notice does depends on who supervises the run (`XC_NOTICE_POLICY`):
+
+- `report` (the run agent supervises): the rank reports the notice as an event and trains on. The
+  agent starts a replacement at once and, when it is ready, asks the ranks to stop through the stop
+  file, so the new node's boot is not on the critical path. The ranks also stop by themselves when
+  the node's announced deadline comes close.
+- `stop` (the default, e.g. under torchrun): stop after the current step.
+
+Every rank checks after each step and the ranks agree with one all-reduce, so they all stop at the
+same step: a rank stopping alone would leave the others blocked in their all-reduce.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import socket
 import threading
-import urllib.request
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from transformers import TrainerCallback
 
-# The exit code of a run stopped on a notice: the checkpoint is saved, the CLI replaces the node.
-EXIT_INTERRUPTED = 75
-IMDS = "http://169.254.169.254/latest"
+from .events import RunEvent, emit
+from .notices import Notice, NoticeSource, sources_from_env
+
+Policy = Literal["report", "stop"]
+# Seconds before a node's announced end by which the ranks stop, at the least: time for the step in
+# flight and the checkpoint (three steps' worth when steps are slower than that).
+DEFAULT_MARGIN = 20.0
 
 
 @dataclass(frozen=True)
 class WatchSettings:
-    imds: bool  # poll IMDS (set by the CLI on providers that send notices)
-    stop_file: Path | None
+    sources: tuple[NoticeSource, ...]
+    policy: Policy = "stop"
     interval: float = 2.0
+    margin: float = DEFAULT_MARGIN
 
     @classmethod
-    def from_env(cls, env: dict[str, str]) -> WatchSettings:
-        stop = env.get("XC_STOP_FILE")
-        return cls(env.get("XC_SPOT_WATCH") == "1", Path(stop) if stop else None,
-                   float(env.get("XC_SPOT_WATCH_INTERVAL", "2")))
-
-
-def imds_notice(timeout: float = 1.0) -> str | None:
-    """The spot instance-action document, or None while there is no notice (or no IMDS)."""
-    no_proxy = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    try:
-        token_request = urllib.request.Request(f"{IMDS}/api/token", method="PUT",  # noqa: S310 - IMDS is a fixed http:// URL
-                                               headers={"X-aws-ec2-metadata-token-ttl-seconds": "60"})
-        token = no_proxy.open(token_request, timeout=timeout).read().decode()
-        action = urllib.request.Request(f"{IMDS}/meta-data/spot/instance-action",  # noqa: S310 - IMDS is a fixed http:// URL
-                                        headers={"X-aws-ec2-metadata-token": token})
-        return no_proxy.open(action, timeout=timeout).read().decode()
-    except OSError:
-        return None  # 404 until a notice arrives; unreachable where there is no IMDS
+    def from_env(cls, env: Mapping[str, str]) -> WatchSettings:
+        policy: Policy = "report" if env.get("XC_NOTICE_POLICY") == "report" else "stop"
+        return cls(tuple(sources_from_env(env)), policy, float(env.get("XC_NOTICE_INTERVAL", "2")),
+                   float(env.get("XC_NOTICE_MARGIN", str(DEFAULT_MARGIN))))
 
 
 class NoticeWatcher:
-    def __init__(self, settings: WatchSettings) -> None:
+    """Polls the sources in a thread; reports each new kind of notice once, as an event."""
+
+    def __init__(self, settings: WatchSettings, rank: int, node: str) -> None:
         self.settings = settings
-        self.reason: str | None = None
+        self.rank, self.node = rank, node
+        self.stop_reason: str | None = None
+        self.deadline: tuple[float, str] | None = None
+        self._reported: set[str] = set()
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._poll, name="xc-spot-watch", daemon=True)
+        self._thread = threading.Thread(target=self._poll, name="xc-notice-watch", daemon=True)
 
     def start(self) -> NoticeWatcher:
-        if self.settings.imds or self.settings.stop_file:
+        if self.settings.sources:
             self._thread.start()
         return self
 
     def stop(self) -> None:
         self._done.set()
 
-    def _poll(self) -> None:
-        while self.reason is None and not self._done.wait(self.settings.interval):
-            self.reason = self._check()
-
-    def _check(self) -> str | None:
-        if self.settings.stop_file is not None and self.settings.stop_file.exists():
-            return "stop requested"
-        if self.settings.imds:
-            notice = imds_notice()
-            if notice:
-                return f"spot interruption notice ({notice.strip()})"
+    def should_stop(self, now: float, step_seconds: float) -> str | None:
+        if self.stop_reason is not None:
+            return self.stop_reason
+        if self.deadline is not None and now > self.deadline[0] - max(self.settings.margin, 3 * step_seconds):
+            return f"{self.deadline[1]}: its deadline is close"
         return None
+
+    def _poll(self) -> None:
+        while self.stop_reason is None and not self._done.wait(self.settings.interval):
+            for source in self.settings.sources:
+                notice = source.poll()
+                if notice is not None:
+                    self._take(notice)
+
+    def _take(self, notice: Notice) -> None:
+        if notice.kind == "stop" or (notice.kind == "interruption" and self.settings.policy == "stop"):
+            self.stop_reason = notice.reason
+        if notice.kind != "stop" and notice.kind not in self._reported:
+            self._reported.add(notice.kind)
+            if notice.deadline is not None:
+                self.deadline = (notice.deadline, notice.reason)
+            emit(RunEvent("notice", rank=self.rank, node=self.node, reason=notice.reason, deadline=notice.deadline))
 
 
 class StopOnNotice(TrainerCallback):
-    """After each step: if any rank's watcher saw a notice, save a checkpoint and stop training."""
+    """After each step: if any rank must stop, every rank saves a checkpoint of this step and stops."""
 
     def __init__(self, watcher: NoticeWatcher) -> None:
         self.watcher = watcher
         self.stopped_at: int | None = None
         self.reason: str | None = None
+        self._last_end: float | None = None
+        self._step_seconds = 0.0
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        if self.stopped_at is None and _any_rank(self.watcher.reason is not None):
+        now = time.time()
+        if self._last_end is not None:
+            self._step_seconds = now - self._last_end
+        self._last_end = now
+        reason = self.watcher.should_stop(now, self._step_seconds)
+        if self.stopped_at is None and _any_rank(reason is not None):
             self.stopped_at = state.global_step
-            self.reason = self.watcher.reason or "a notice on another node"
+            self.reason = reason or "asked to stop by another rank"
             control.should_save = True
             control.should_training_stop = True
         return control
@@ -109,7 +128,7 @@ def _any_rank(flag: bool) -> bool:
 
 
 class StepMarker(TrainerCallback):
-    """Rank 0 records the last finished step, so the CLI can count the steps a lost node cost."""
+    """Rank 0 records the last finished step, so the steps a lost node cost can be counted."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -119,14 +138,3 @@ class StepMarker(TrainerCallback):
         tmp.write_text(json.dumps({"step": state.global_step}))
         tmp.replace(self.path)
         return control
-
-
-def own_address() -> str:
-    """This node's address towards the master: the CLI knows nodes by their private address."""
-    master = os.environ.get("MASTER_ADDR", "127.0.0.1")
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        try:
-            probe.connect((master, 9))  # UDP: no packet is sent, the kernel only picks the route
-            return str(probe.getsockname()[0])
-        except OSError:
-            return socket.gethostname()

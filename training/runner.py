@@ -13,8 +13,10 @@ from .checkpoints import agreed_checkpoint, checkpoint_step
 from .config import RunConfig
 from .demo_assets import ensure_demo_assets
 from .errors import TrainingError
+from .event_reporter import EventReporter
+from .events import EXIT_STOPPED, RunEvent, emit
 from .features_cache import cache_path, load_or_build, tokenizer_fingerprint
-from .interruption import EXIT_INTERRUPTED, NoticeWatcher, StepMarker, StopOnNotice, WatchSettings, own_address
+from .interruption import NoticeWatcher, StepMarker, StopOnNotice, WatchSettings
 from .loss_curve import curve_from_history, write_loss_png
 from .precision import cpu_flags_text, has_native_bf16, resolve_precision
 from .predictions import write_files
@@ -152,6 +154,8 @@ def _train(
         payload = _metrics_payload(_run_facts(config, info, plan, precision, task), task, trainer, result, before,
                                    after, resumed_step, features)
         _write_results(config, info, payload, after)
+        emit(RunEvent("finished", node=distributed.own_address(), step=trainer.state.global_step,
+                      total=trainer.state.max_steps, metrics=_scores_and_loss(after) or {}))
     return 0
 
 
@@ -196,19 +200,22 @@ def _resume_point(config: RunConfig, info: distributed.DistInfo) -> tuple[Any, i
 
 
 def _watch_for_notices(trainer: Any, config: RunConfig, info: distributed.DistInfo) -> StopOnNotice:
-    watcher = NoticeWatcher(WatchSettings.from_env(dict(os.environ))).start()
+    node = distributed.own_address()
+    watcher = NoticeWatcher(WatchSettings.from_env(os.environ), info.rank, node).start()
     stop = StopOnNotice(watcher)
     trainer.add_callback(stop)
+    # After StopOnNotice: the step on which the ranks stop is reported as such.
+    trainer.add_callback(EventReporter(node))
     if info.is_main:
         trainer.add_callback(StepMarker(config.output_dir / "progress.json"))
     return stop
 
 
 def _stopped(info: distributed.DistInfo, stop: StopOnNotice) -> int:
-    if stop.watcher.reason is not None:
-        _say(info, f"training: {stop.watcher.reason} on {own_address()}", every_rank=True)
     _say(info, f"training: stopped at step {stop.stopped_at} ({stop.reason}); checkpoint-{stop.stopped_at} saved")
-    return EXIT_INTERRUPTED
+    if info.is_main:
+        emit(RunEvent("stopped", node=distributed.own_address(), step=stop.stopped_at, reason=stop.reason or ""))
+    return EXIT_STOPPED
 
 
 def _format(evaluation: Evaluation) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from ..context import CommandContext, make_context, resolve_config
+from ..providers.spec import specs
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -18,7 +19,7 @@ def cluster_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
                      help="cluster.yaml to read (default: ./cluster.yaml if present, else built-in defaults)"),
         click.option("--name", help="cluster name; each cluster has its own state folder"),
-        click.option("--provider", type=click.Choice(["aws", "local"]),
+        click.option("--provider", type=click.Choice(list(specs())),
                      help="aws, or local (namespaces on this machine)"),
         click.option("--region", help="AWS region (default from config, else us-east-1)"),
         click.option("--profile", help="AWS profile from ~/.aws/config"),

@@ -61,8 +61,10 @@ def train(ctx: click.Context, task: str, trainer_args: tuple[str, ...], glue_tas
     if dry_run and (instance_type is not None or nodes is not None):
         stack = get_stack(config.stack)
         check_request(request, stack)
-        render.launch_plan(dry_run_plan(request, stack, instance_type or config.instance_types[0],
-                                        config.nodes if nodes is None else nodes, config.ssh.user or "ubuntu"))
+        kind = instance_type or context.provider.placement(config).instance_type
+        topology = context.provider.machine_topology(kind)
+        render.launch_plan(dry_run_plan(request, stack, topology, kind, config.nodes if nodes is None else nodes,
+                                        config.ssh.user or "ubuntu"))
         return
     result = train_cmd.run(context, request, render.echo_line, dry_run)
     if isinstance(result, LaunchPlan):

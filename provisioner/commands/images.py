@@ -1,13 +1,13 @@
 """`xeoncluster images [build|rm]`: list, bake without keeping a cluster, or remove images."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ..context import CommandContext
 from ..errors import ConfigError
 from ..image import ImageAction, ImagePlan, decide_image
 from ..providers.base import Image, Removed
+from ..providers.spec import image_id_texts, is_image_id
 from ..stacks import get_stack
 from ..state import StateDir
 from . import down, up
@@ -23,12 +23,9 @@ def list_images(ctx: CommandContext) -> list[Image]:
     return ctx.provider.images()
 
 
-IMAGE_ID = re.compile(r"^(ami-[0-9a-f]{8,17}|local-[0-9a-f]{8,64})$")
-
-
 def remove(ctx: CommandContext, image_id: str) -> RemovedImage:
-    if not IMAGE_ID.match(image_id):
-        raise ConfigError(f"images rm {image_id!r}: not an image id (ami-... or local-...)",
+    if not is_image_id(image_id):
+        raise ConfigError(f"images rm {image_id!r}: not an image id ({image_id_texts()})",
                           hint="`xeoncluster images` lists them")
     removed = ctx.provider.remove_image(image_id)
     if removed.empty:

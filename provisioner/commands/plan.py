@@ -8,10 +8,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..config import ClusterConfig
 from ..context import CommandContext
 from ..image import ImageAction, ImagePlan, decide_image
-from ..providers.base import PlannedResource, PriceQuote
+from ..providers.base import Placement, PlannedResource, PriceQuote
 from ..stacks import get_stack
 
 
@@ -58,28 +57,26 @@ def run(ctx: CommandContext) -> Plan:
     stack = get_stack(cfg.stack)
     image = decide_image(cfg, provider, stack)
     prices = provider.prices(cfg)
-    groups = instance_groups(cfg, image, prices)
-    region = cfg.region if cfg.provider == "aws" else None
-    return Plan(cfg.name, provider.name, region, cfg.nodes, tuple(provider.planned_resources(cfg)), groups, image,
-                PlannedStack(stack.name, stack.backend, stack.packages), total_per_hour(groups, bool(prices)),
-                prices, config_notes(cfg, bool(prices)) + tuple(checks))
+    placement = provider.placement(cfg)
+    groups = instance_groups(cfg.nodes, placement, image, prices)
+    notes = provider.plan_notes(cfg) + tuple(checks)
+    return Plan(cfg.name, provider.name, placement.region, cfg.nodes, tuple(provider.planned_resources(cfg)), groups,
+                image, PlannedStack(stack.name, stack.backend, stack.packages), total_per_hour(groups, bool(prices)),
+                prices, notes)
 
 
-def instance_groups(cfg: ClusterConfig, image: ImagePlan,
+def instance_groups(nodes: int, placement: Placement, image: ImagePlan,
                     prices: dict[str, PriceQuote]) -> tuple[PlannedInstances, ...]:
-    first = cfg.instance_types[0] if cfg.provider == "aws" else "-"
     base = image.base_id or f"unknown ({image.base_note})"
     bakes = image.action is ImageAction.BAKE and not image.in_background
     master_image = base if bakes or image.image is None else image.image.id
     worker_image = "baked from node0" if bakes else image.image.id if image.image else base
-    quote = prices.get(first)
-    master_market = cfg.effective_master_market if cfg.provider == "aws" else "local"
-    worker_market = cfg.market if cfg.provider == "aws" else "local"
+    quote = prices.get(placement.instance_type)
     groups = (
-        PlannedInstances("master", 1, first, master_market, master_image,
-                         quote.for_market(master_market) if quote else None),
-        PlannedInstances("worker", cfg.nodes - 1, first, worker_market, worker_image,
-                         quote.for_market(worker_market) if quote else None),
+        PlannedInstances("master", 1, placement.instance_type, placement.master_market, master_image,
+                         quote.for_market(placement.master_market) if quote else None),
+        PlannedInstances("worker", nodes - 1, placement.instance_type, placement.worker_market, worker_image,
+                         quote.for_market(placement.worker_market) if quote else None),
     )
     return tuple(g for g in groups if g.count)
 
@@ -90,14 +87,3 @@ def total_per_hour(groups: tuple[PlannedInstances, ...], priced: bool) -> float 
     if any(g.usd_per_hour is None for g in groups):
         return None
     return round(sum((g.usd_per_hour or 0.0) * g.count for g in groups), 6)
-
-
-def config_notes(cfg: ClusterConfig, priced: bool) -> tuple[str, ...]:
-    if not priced:
-        return ()
-    notes = tuple(f"fallback instance type: {t}" for t in cfg.instance_types[1:])
-    if cfg.market == "spot":
-        notes += ("spot falls back to on-demand when no capacity" if cfg.on_demand_fallback
-                  else "spot only: set on_demand_fallback: true to fall back to on-demand",)
-    return notes
-

@@ -125,7 +125,7 @@ class TrainRunner:
                                 f"sent to {', '.join(result.sent_to) or 'none (unchanged)'}")
                 data = self._sync_data(shell)
         return build_plan(self.request, self.stack, self.nodes, topology, home, run, data, iface,
-                          self.ctx.provider.announces_interruptions)
+                          self.ctx.provider.notice_source)
 
     def _run_name(self) -> str:
         return self.request.run or (self._latest_run() if self.request.resume else None) or default_run_name(

@@ -1,8 +1,10 @@
-"""Provider construction: one place that maps `provider:` to a class."""
+"""Provider construction: the spec of `provider:` says which class builds it."""
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+
+from .spec import spec_for
 
 if TYPE_CHECKING:
     from ..config import ClusterConfig
@@ -10,10 +12,4 @@ if TYPE_CHECKING:
 
 
 def make_provider(cluster: ClusterConfig, events: Callable[[str], None]) -> Provider:
-    if cluster.provider == "local":
-        from .local import LocalProvider
-
-        return LocalProvider(cluster.local.root, events=events)
-    from .aws import AwsProvider
-
-    return AwsProvider(region=cluster.region or "us-east-1", profile=cluster.profile, events=events)
+    return spec_for(cluster.provider).make(cluster, events)

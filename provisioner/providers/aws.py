@@ -12,7 +12,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, ProviderError
-from . import aws_images, aws_instances, aws_network, aws_teardown, aws_volumes
+from ..topology import CpuTopology
+from . import aws_catalog, aws_images, aws_instances, aws_network, aws_teardown, aws_volumes
 from .aws_checkip import checkip_caller_ip
 from .aws_clients import OPTIONAL_RETRIES, ApiCall, AwsClients, translated
 from .aws_console import ConsoleWait, poll_host_keys
@@ -28,7 +29,8 @@ from .aws_instances import (
 )
 from .aws_preflight import resolve_ssh_cidr, run_preflight
 from .aws_pricing import node_prices, quote
-from .base import BaseImage, Image, Network, Node, PlannedResource, Prepared, PriceQuote, Provider, Removed
+from .aws_spec import AWS
+from .base import BaseImage, Image, Network, Node, Placement, PlannedResource, Prepared, PriceQuote, Provider, Removed
 
 if TYPE_CHECKING:
     from ..config import ClusterConfig
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
 
 class AwsProvider(Provider):
     name = "aws"
-    announces_interruptions = True
+    notice_source = AWS.notices
     bakes_in_background = True
     launches_concurrently = True
     bake_root_gib = aws_images.BAKE_ROOT_GIB
@@ -306,6 +308,24 @@ class AwsProvider(Provider):
     def prices(self, cluster: ClusterConfig) -> dict[str, PriceQuote]:
         with translated("reading prices"):
             return quote(self.ec2, self._pricing(), cluster.instance_types, self.region)
+
+    def placement(self, cluster: ClusterConfig) -> Placement:
+        return Placement(cluster.region, cluster.instance_types[0], cluster.effective_master_market, cluster.market)
+
+    def plan_notes(self, cluster: ClusterConfig) -> tuple[str, ...]:
+        notes = tuple(f"fallback instance type: {t}" for t in cluster.instance_types[1:])
+        if cluster.market == "spot":
+            notes += ("spot falls back to on-demand when no capacity" if cluster.on_demand_fallback
+                      else "spot only: set on_demand_fallback: true to fall back to on-demand",)
+        return notes
+
+    def machine_topology(self, instance_type: str) -> CpuTopology:
+        kind = aws_catalog.lookup(instance_type)
+        if kind is None:
+            hint = aws_catalog.nearest(instance_type)
+            raise ConfigError(f"unknown instance type '{instance_type}'"
+                              + (f" (did you mean '{hint}'?)" if hint else ""))
+        return aws_catalog.topology_of(kind)
 
     def planned_resources(self, cluster: ClusterConfig) -> list[PlannedResource]:
         ec2, name = self.ec2, aws_network.resource_name(cluster.name)

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
-from .. import catalog
 from ..errors import ConfigError, ProviderError
+from . import aws_catalog as catalog
 from .aws_clients import CREDENTIALS_HINT, OPTIONAL_RETRIES, AwsClients, error_code, error_text, is_credentials_error
 from .aws_images import BAKE_ROOT_GIB, base_image_id, describe_image, image_gib
 from .aws_network import default_route_targets, offered_zones, resolve_vpc, subnets_by_zone

@@ -6,7 +6,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from .. import catalog
+from . import aws_catalog as catalog
 from .aws_clients import paginate
 from .base import Node, PriceQuote
 

@@ -11,7 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from ..errors import ProviderError
+from ..errors import ConfigError, ProviderError
+from ..topology import CpuTopology
 
 if TYPE_CHECKING:
     from ..config import ClusterConfig
@@ -96,6 +97,16 @@ class PlannedResource:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where a cluster's nodes would run and what they are, as `plan` shows it."""
+
+    region: str | None
+    instance_type: str  # "-": the provider has no machine types
+    master_market: str
+    worker_market: str
+
+
+@dataclass(frozen=True)
 class PriceQuote:
     instance_type: str
     spot_usd_per_hour: float | None = None
@@ -114,8 +125,9 @@ class Provider(ABC):
     shares_host: ClassVar[bool] = False
     # An image can be taken from a running node and finished by the cloud while the node works on.
     bakes_in_background: ClassVar[bool] = False
-    # Nodes learn of a reclaim in advance (EC2 spot: IMDS spot/instance-action about 2 minutes ahead).
-    announces_interruptions: ClassVar[bool] = False
+    # Where nodes learn of a reclaim in advance (training/notices.py; EC2 spot: IMDS, about 2 minutes
+    # ahead); None: nodes get no notice.
+    notice_source: ClassVar[str | None] = None
     # launch() may run in two threads at once (master and workers of a warm `up` boot together).
     launches_concurrently: ClassVar[bool] = False
     # The root disk a master is launched with when it will be baked; None: disks have no size here.
@@ -200,3 +212,16 @@ class Provider(ABC):
     def prices(self, cluster: ClusterConfig) -> dict[str, PriceQuote]:
         """Not supported: nodes cost nothing per hour."""
         return {}
+
+    def placement(self, cluster: ClusterConfig) -> Placement:
+        """Not supported: nodes are this machine, with no region, machine type or market."""
+        return Placement(None, "-", self.name, self.name)
+
+    def plan_notes(self, cluster: ClusterConfig) -> tuple[str, ...]:
+        """Not supported: nothing about capacity or fallbacks to say."""
+        return ()
+
+    def machine_topology(self, instance_type: str) -> CpuTopology:
+        """Not supported: the provider has no catalog of machine types to plan from."""
+        raise ConfigError(f"the {self.name} provider has no machine types to plan for without a cluster",
+                          hint="drop --nodes/--instance-type to plan on the cluster that is up")

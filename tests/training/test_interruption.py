@@ -33,7 +33,7 @@ def _command(demo_dir: Path, out: Path, resume: bool) -> list[str]:
 
 def _env(stop_file: Path) -> dict[str, str]:
     return offline_env(OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()),
-                       XC_STOP_FILE=str(stop_file), XC_SPOT_WATCH_INTERVAL="0.2")
+                       XC_STOP_FILE=str(stop_file), XC_NOTICE_INTERVAL="0.2")
 
 
 def _losses(out: Path) -> dict[int, float]:

@@ -1,6 +1,6 @@
 import pytest
 
-from provisioner.catalog import DEFAULT_TCMALLOC, known_names, lookup, nearest, topology_of
+from provisioner.providers.aws_catalog import DEFAULT_TCMALLOC, known_names, lookup, nearest, topology_of
 from provisioner.topology import plan_ranks
 
 REQUIRED = (

@@ -11,7 +11,9 @@ import pytest
 from provisioner.cli import main
 from provisioner.commands.train_failure import failure_line
 from provisioner.errors import ConfigError
+from provisioner.providers.aws import AwsProvider
 from provisioner.stacks import check_stack, get_stack
+from provisioner.topology import CpuTopology
 from provisioner.train_plan import (
     TrainRequest,
     check_request,
@@ -22,8 +24,13 @@ from provisioner.train_plan import (
 )
 
 
+def planned(instance_type: str) -> CpuTopology:
+    return AwsProvider("us-east-1").machine_topology(instance_type)
+
+
 def test_dry_run_for_four_two_socket_nodes() -> None:
-    plan = dry_run_plan(TrainRequest(task="squad", demo=True), get_stack("stock"), "c7i.48xlarge", 4, "ubuntu")
+    plan = dry_run_plan(TrainRequest(task="squad", demo=True), get_stack("stock"), planned("c7i.48xlarge"),
+                        "c7i.48xlarge", 4, "ubuntu")
     env = dict(plan.ranks.env)
     assert (plan.ranks.world_size, plan.ranks.ranks_per_node, plan.ranks.threads_per_rank) == (8, 2, 48)
     assert env["OMP_NUM_THREADS"] == "48"
@@ -40,7 +47,7 @@ def test_dry_run_for_four_two_socket_nodes() -> None:
 def test_overrides_reach_the_plan() -> None:
     request = TrainRequest(task="glue", glue_task="rte", ppn=4, threads=8, env=(("KMP_BLOCKTIME", "0"),),
                            trainer_args=("--learning_rate", "5e-5"), dataset="glue")
-    plan = dry_run_plan(request, get_stack("stock"), "c7i.48xlarge", 2, "ubuntu")
+    plan = dry_run_plan(request, get_stack("stock"), planned("c7i.48xlarge"), "c7i.48xlarge", 2, "ubuntu")
     env = dict(plan.ranks.env)
     assert (plan.ranks.ranks_per_node, env["OMP_NUM_THREADS"], plan.user_env) == (4, "8", ("KMP_BLOCKTIME",))
     assert env["XC_ENV_FILE"].endswith("/xeoncluster/runs/<run>/env")
@@ -49,7 +56,8 @@ def test_overrides_reach_the_plan() -> None:
 
 
 def test_untuned_plan_keeps_only_rendezvous() -> None:
-    plan = dry_run_plan(TrainRequest(task="squad", demo=True, tuned=False), get_stack("stock"), "c6i.16xlarge", 2,
+    plan = dry_run_plan(TrainRequest(task="squad", demo=True, tuned=False), get_stack("stock"),
+                        planned("c6i.16xlarge"), "c6i.16xlarge", 2,
                         "ubuntu")
     keys = {k for k, _ in plan.ranks.env}
     assert {"MASTER_ADDR", "MASTER_PORT", "PYTHONPATH"} <= keys
@@ -131,7 +139,7 @@ def test_train_dry_run_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pyte
 
 def test_ranks_use_the_interface_that_reaches_the_master() -> None:
     """Custom VPCs without DNS hostnames: gloo and Hydra must not pick an address by resolving the hostname."""
-    from provisioner.catalog import lookup, topology_of
+    from provisioner.providers.aws_catalog import lookup, topology_of
     from provisioner.providers.base import Node
     from provisioner.train_plan import build_plan
 
@@ -148,7 +156,7 @@ def test_ranks_use_the_interface_that_reaches_the_master() -> None:
 def test_env_values_stay_out_of_argv_and_launch_json() -> None:
     secret = "hf_s3cr3t-token-value"
     request = TrainRequest(task="squad", demo=True, run="r1", env=(("HF_TOKEN", secret),))
-    plan = dry_run_plan(request, get_stack("stock"), "c7i.2xlarge", 2, "root")
+    plan = dry_run_plan(request, get_stack("stock"), planned("c7i.2xlarge"), "c7i.2xlarge", 2, "root")
     shown = json.dumps(plan.to_dict())
     assert secret not in shown and secret not in plan.command()
     assert plan.to_dict()["env"]["HF_TOKEN"] == "<redacted>"

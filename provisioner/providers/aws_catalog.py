@@ -9,7 +9,7 @@ import difflib
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from .topology import CpuTopology
+from ..topology import CpuTopology
 
 DEFAULT_TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4"
 
