@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
 from .playbook import playbook_paths
-from .providers.base import Image
+from .providers.base import Image, PendingImage
 from .stacks import Stack
 
 if TYPE_CHECKING:
@@ -52,6 +53,9 @@ class ImagePlan:
     # Bake in the background: every node is configured from the base image at once (image_strategy:
     # parallel, where the provider's cloud finishes images by itself).
     in_background: bool = False
+    # No usable image yet, but an earlier `up` is baking one (or its bake failed): `up` decides
+    # whether to wait for it (up_image.settle); `plan` only says so.
+    pending: PendingImage | None = None
 
     @property
     def runs_playbooks(self) -> bool:
@@ -63,6 +67,11 @@ class ImagePlan:
             return f"reusing image {self.image.id} (key {key})"  # type: ignore[union-attr]  # REUSE plans carry the found image
         if self.action is ImageAction.GIVEN:
             return f"using the given image {self.image.id}; nothing is baked"  # type: ignore[union-attr]  # GIVEN plans carry the image
+        if self.pending is not None:
+            return f"image {describe_pending(self.pending, time.time())}"
+        if self.action is ImageAction.NONE and self.background is not None:
+            return (f"image {self.background} (key {key}) is still being baked by an earlier up; every node starts "
+                    "from the base image and runs the playbooks, which is quicker than waiting; later ups reuse it")
         if self.action is ImageAction.NONE:
             return "image: none; every node runs the playbooks"
         if self.background is not None:
@@ -75,8 +84,28 @@ class ImagePlan:
         return f"no image for key {key} yet; the master will be configured and baked"
 
     def to_dict(self) -> dict[str, Any]:
+        pending = None if self.pending is None else {
+            "id": self.pending.id, "failed": self.pending.failed, "progress": self.pending.progress,
+            "seconds_left": self.pending.remaining_seconds(time.time()),
+            "configure_seconds": self.pending.configure_seconds, "up_waits": self.pending.worth_waiting(time.time())}
         return {"key": self.key, "id": self.image.id if self.image else None, "action": self.action.value,
-                "base_id": self.base_id, "base_note": self.base_note, "in_background": self.in_background}
+                "base_id": self.base_id, "base_note": self.base_note, "in_background": self.in_background,
+                "pending": pending}
+
+
+def describe_pending(pending: PendingImage, now: float) -> str:
+    """What `plan` says of an image an earlier `up` is still baking, and what `up` would do about it."""
+    if pending.failed:
+        return f"{pending.id} of this key failed to bake; up removes it and bakes again"
+    left = pending.remaining_seconds(now)
+    done = f"{pending.progress:.0%} done" if pending.progress is not None else "progress unknown"
+    eta = f", about {left:.0f}s left" if left is not None else ""
+    took = (f"configuring from the base took {pending.configure_seconds:.0f}s"
+            if pending.configure_seconds is not None else "how long configuring takes is unknown")
+    if pending.worth_waiting(now):
+        return f"{pending.id} is being baked ({done}{eta}); up waits for it ({took})"
+    return (f"{pending.id} is being baked ({done}{eta}); up starts every node from the base image instead "
+            f"({took}), and later ups reuse the image")
 
 
 def decide_image(cluster: ClusterConfig, provider: Provider, stack: Stack) -> ImagePlan:
@@ -95,4 +124,5 @@ def decide_image(cluster: ClusterConfig, provider: Provider, stack: Stack) -> Im
     if found:
         return ImagePlan(key, found, ImageAction.REUSE, base.id, base.note)
     in_background = cluster.image_strategy == "parallel" and provider.bakes_in_background
-    return ImagePlan(key, None, ImageAction.BAKE, base.id, base.note, in_background=in_background)
+    pending = provider.pending_image(key) if key else None
+    return ImagePlan(key, None, ImageAction.BAKE, base.id, base.note, in_background=in_background, pending=pending)

@@ -7,6 +7,7 @@ import re
 import shlex
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO, cast
@@ -15,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 
-from .image import ImageAction
+from .image import ImageAction, describe_pending
 
 if TYPE_CHECKING:
     from .commands.exec import ExecResult
@@ -135,8 +136,12 @@ def plan(result: Plan) -> None:
     console.print(table)
     image = result.image
     base = image.base_id or (f"unknown ({image.base_note})" if image.base_note else "-")
-    what = PLAN_IMAGE_IN_BACKGROUND if image.in_background else \
-        PLAN_IMAGE[image.action].format(id=image.image.id if image.image else "-")
+    if image.pending is not None:
+        what = describe_pending(image.pending, time.time())
+    elif image.in_background:
+        what = PLAN_IMAGE_IN_BACKGROUND
+    else:
+        what = PLAN_IMAGE[image.action].format(id=image.image.id if image.image else "-")
     console.print(f"image: {what} (key {(image.key or 'unknown')[:12]}, base: {base})")
     console.print(f"stack: {result.stack.name} ({result.stack.backend}): {' '.join(result.stack.packages)}")
     total = result.usd_per_hour

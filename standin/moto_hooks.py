@@ -163,6 +163,7 @@ class Hooks:
     placement: PlacementGroups = field(default_factory=PlacementGroups)
     images_created: dict[str, float] = field(default_factory=dict)
     snapshots_released: dict[str, float] = field(default_factory=dict)
+    snapshots_baking: dict[str, tuple[Any, float]] = field(default_factory=dict)  # snapshot -> (AMI, started)
     # Refusals per capacity rule, for the Faults object they were counted under: new knobs start afresh.
     capacity_refused: tuple[int, dict[int, int]] = (0, {})
 
@@ -181,6 +182,7 @@ class Hooks:
         self._patch_responses()
         self._patch_instances()
         self._patch_images()
+        self._patch_snapshot_progress()
         self._patch_security_groups()
 
     def _patch_responses(self) -> None:
@@ -259,6 +261,8 @@ class Hooks:
             if snapshot_tags and ami.ebs_snapshot is not None:
                 backend.create_tags([ami.ebs_snapshot.id], snapshot_tags)
             hooks.images_created[ami.id] = time.monotonic()
+            if ami.ebs_snapshot is not None:
+                hooks.snapshots_baking[ami.ebs_snapshot.id] = (ami, time.monotonic())
             hooks.fleet.bake(ami, instance_id)
             return ami
 
@@ -287,6 +291,23 @@ class Hooks:
         EC2Backend.describe_images = describe_images  # type: ignore[method-assign, assignment]  # moto is patched at class level
         EC2Backend.deregister_image = deregister_image  # type: ignore[method-assign, assignment]  # moto is patched at class level
         EC2Backend.delete_snapshot = delete_snapshot  # type: ignore[method-assign, assignment]  # moto is patched at class level
+
+    def _patch_snapshot_progress(self) -> None:
+        """EBS reports how far an image's snapshot is ("45%"); moto's are always done. Here it follows
+        the latency model: the share of the AMI's time to available that has passed."""
+        from moto.ec2.models.elastic_block_store import Snapshot
+
+        hooks = self
+
+        def progress(snapshot: Any) -> str:
+            ami, started = hooks.snapshots_baking.get(snapshot.id, (None, 0.0))
+            if ami is None or ami.state != "pending":
+                return "100%"
+            faults = hooks.faults()
+            share = (time.monotonic() - started) / max(faults.scaled(faults.ami_seconds), 1e-3)
+            return f"{min(99, int(share * 100))}%"
+
+        Snapshot.progress = property(progress)  # type: ignore[assignment, method-assign]  # moto is patched at class level
 
     def _patch_security_groups(self) -> None:
         from moto.ec2.models import EC2Backend

@@ -24,6 +24,7 @@ from ..remote import NodeShell
 from ..stacks import get_stack
 from ..state import ClusterRecord, ClusterStatus, ImageRecord
 from .repair import RepairResult, health, repair
+from .up_image import settle
 from .up_nodes import (
     GROW_ROOT_FS,
     IMAGE_PREPARE,
@@ -74,7 +75,7 @@ def _claim_bake(ctx: CommandContext, image: ImagePlan, lock: BakeLock) -> ImageP
     if image.action is not ImageAction.BAKE or image.key is None:
         return image
     lock.acquire(ctx.reporter.info)
-    again = decide_image(ctx.config, ctx.provider, get_stack(ctx.config.stack))
+    again = settle(ctx, decide_image(ctx.config, ctx.provider, get_stack(ctx.config.stack)))
     if again.action is not ImageAction.BAKE:
         lock.release()
     return again
@@ -152,6 +153,7 @@ class UpSteps:
         self.ctx, self.record, self.image, self.shell = ctx, record, image, shell
         self.bake_lock = bake_lock
         self.network: Network | None = None
+        self.configure_seconds: float | None = None
 
     def sequence(self) -> list[Step]:
         nodes = self.ctx.config.nodes
@@ -219,8 +221,10 @@ class UpSteps:
             run_on_master(self.ctx, master, self.shell, GROW_ROOT_FS, "growing the master's root filesystem")
 
     def configure(self) -> None:
+        started = time.monotonic()
         runner = playbook_runner(self.ctx, self.shell)
         runner.run_all(load_playbooks(), self.record.node_list(), self.ctx.reporter.detail)
+        self.configure_seconds = time.monotonic() - started
 
     def bake(self) -> None:
         master = self.record.node_list()[0]
@@ -236,7 +240,8 @@ class UpSteps:
     def bake_in_background(self) -> None:
         master = self.record.node_list()[0]
         image_id = self._with_identity_set_aside(master, lambda restore: self.ctx.provider.start_bake(
-            self.ctx.config, master, str(self.image.key), on_snapshot=restore))
+            self.ctx.config, master, str(self.image.key), on_snapshot=restore,
+            configure_seconds=self.configure_seconds))
         self.image = replace(self.image, background=image_id)
         self.record.image = ImageRecord(key=self.image.key, action="bake", background=image_id)
         self.record.add_resources("image", [image_id])
@@ -298,4 +303,5 @@ class UpSteps:
         check_mesh(self.ctx, self.record.node_list(), self.shell)
 
     def _record_image(self, image: Image | None) -> None:
-        self.record.image = ImageRecord(key=self.image.key, action=self.image.action.value, image=image)
+        self.record.image = ImageRecord(key=self.image.key, action=self.image.action.value, image=image,
+                                        background=self.image.background)

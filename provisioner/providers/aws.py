@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, ProviderError
 from ..topology import CpuTopology
-from . import aws_catalog, aws_images, aws_instances, aws_network, aws_teardown, aws_volumes
+from . import aws_images, aws_instances, aws_network, aws_plan, aws_prepare, aws_teardown, aws_volumes
 from .aws_checkip import checkip_caller_ip
 from .aws_clients import OPTIONAL_RETRIES, ApiCall, AwsClients, translated
 from .aws_console import ConsoleWait, poll_host_keys
@@ -30,7 +30,19 @@ from .aws_instances import (
 from .aws_preflight import resolve_ssh_cidr, run_preflight
 from .aws_pricing import node_prices, quote
 from .aws_spec import AWS
-from .base import BaseImage, Image, Network, Node, Placement, PlannedResource, Prepared, PriceQuote, Provider, Removed
+from .base import (
+    BaseImage,
+    Image,
+    Network,
+    Node,
+    PendingImage,
+    Placement,
+    PlannedResource,
+    Prepared,
+    PriceQuote,
+    Provider,
+    Removed,
+)
 
 if TYPE_CHECKING:
     from ..config import ClusterConfig
@@ -80,55 +92,13 @@ class AwsProvider(Provider):
     def preflight(self, cluster: ClusterConfig, *, for_plan: bool = False) -> list[str]:
         return run_preflight(self.clients, cluster, lambda: self.ssh_cidr(cluster), require_base_image=not for_plan)
 
-    # -- prepare: a pipeline of small named steps --------------------------------------------
+    # -- prepare: a pipeline of small named steps (aws_prepare.py) -----------------------------
     def prepare(self, cluster: ClusterConfig, public_key: str) -> Prepared:
-        created: dict[str, list[str]] = {"key_pair": [], "security_group": [], "placement_group": []}
         with translated(f"preparing cluster {cluster.name} in {self.region}"):
-            vpc_id = aws_network.resolve_vpc(self.ec2, cluster.vpc_id)
-            self._configure_key_pair(cluster, public_key, created)
-            group_id = self._configure_security_group(cluster, vpc_id, created)
-            if cluster.placement_group:
-                self._configure_placement_group(cluster, created)
-            network = self._network(cluster, vpc_id, group_id)
-        return Prepared(created, network)
-
-    def _network(self, cluster: ClusterConfig, vpc_id: str, group_id: str) -> Network:
-        subnets = aws_network.subnets_by_zone(self.ec2, vpc_id)
-        offered = aws_network.offered_zones(self.ec2, cluster.instance_types)
-        wanted = cluster.zones or list(subnets)
-        zones_by_type = {t: tuple(z for z in wanted if z in subnets and z in offered.get(t, set()))
-                         for t in cluster.instance_types}
-        return Network(vpc_id, group_id, subnets, zones_by_type)
+            return aws_prepare.prepare(self.ec2, cluster, public_key, self.ssh_cidr(cluster), self.events)
 
     def _find_network(self, cluster: ClusterConfig) -> Network:
-        vpc_id = aws_network.resolve_vpc(self.ec2, cluster.vpc_id)
-        group = aws_network.find_security_group(self.ec2, cluster.name, vpc_id)
-        if group is None:
-            raise ProviderError(f"security group {aws_network.resource_name(cluster.name)} is missing",
-                                hint="preparing the cluster again re-creates it")
-        return self._network(cluster, vpc_id, group["GroupId"])
-
-    def _configure_key_pair(self, cluster: ClusterConfig, public_key: str, created: dict[str, list[str]]) -> None:
-        result = aws_network.ensure_key_pair(self.ec2, cluster.name, public_key)
-        if result.created:
-            created["key_pair"].append(result.name)
-        verb = "replaced (local key changed)" if result.replaced else "imported" if result.created else "reused"
-        self.events(f"key pair {result.name}: {verb}")
-
-    def _configure_security_group(self, cluster: ClusterConfig, vpc_id: str, created: dict[str, list[str]]) -> str:
-        result = aws_network.ensure_security_group(self.ec2, cluster.name, vpc_id, self.ssh_cidr(cluster))
-        if result.created:
-            created["security_group"].append(result.id)
-        changes = [f"+{r}" for r in result.authorized] + [f"-{r}" for r in result.revoked]
-        self.events(f"security group {result.id} in {vpc_id}: {'created' if result.created else 'reused'}"
-                    + (f" ({'; '.join(changes)})" if changes else ""))
-        return result.id
-
-    def _configure_placement_group(self, cluster: ClusterConfig, created: dict[str, list[str]]) -> None:
-        result = aws_network.ensure_placement_group(self.ec2, cluster.name)
-        if result.created:
-            created["placement_group"].append(result.name)
-        self.events(f"placement group {result.name} (cluster strategy): {'created' if result.created else 'reused'}")
+        return aws_prepare.find_network(self.ec2, cluster)
 
     # -- images ----------------------------------------------------------------------------
     def base_image(self, cluster: ClusterConfig) -> BaseImage:
@@ -149,27 +119,28 @@ class AwsProvider(Provider):
 
     def find_image(self, key: str) -> Image | None:
         with translated(f"looking up the image for key {key[:16]}"):
-            found = aws_images.find_image(self.ec2, key)
-            pending = None if found else aws_images.pending_image(self.ec2, key)
-        return found or (self._wait_for_background_bake(pending) if pending else None)
+            return aws_images.find_image(self.ec2, key)
 
-    def _wait_for_background_bake(self, image_id: str) -> Image | None:
-        """An earlier `up` left this image baking: wait for it rather than bake the same key twice.
-        If it failed, say so and remove it: the caller bakes again."""
-        self.events(f"image {image_id} for this key is still being baked (by an earlier up); waiting for it")
+    def pending_image(self, key: str) -> PendingImage | None:
+        with translated(f"looking up images of key {key[:16]} still being baked"):
+            return aws_images.pending_image(self.ec2, key)
+
+    def wait_for_image(self, image_id: str, timeout: float) -> Image | None:
+        delay = self.image_wait["Delay"]
+        attempts = max(1, int(timeout // delay) if delay else self.image_wait["MaxAttempts"])
         try:
             with translated(f"waiting for image {image_id}"):
-                self.ec2.get_waiter("image_available").wait(ImageIds=[image_id], WaiterConfig=self.image_wait)
-                return self.get_image(image_id)
+                self.ec2.get_waiter("image_available").wait(
+                    ImageIds=[image_id], WaiterConfig={"Delay": delay, "MaxAttempts": attempts})
         except ProviderError as exc:
-            self.events(f"warning: the background bake of {image_id} failed ({exc.message}); baking again")
-            aws_images.remove_image(self.ec2, image_id, self.sleep)
+            self.events(f"image {image_id} is not usable yet ({exc.message})")
             return None
+        return self.get_image(image_id)
 
     def start_bake(self, cluster: ClusterConfig, node: Node, key: str,
-                   on_snapshot: Callable[[], None] | None = None) -> str:
+                   on_snapshot: Callable[[], None] | None = None, configure_seconds: float | None = None) -> str:
         with translated(f"baking an image from {node.name} ({node.id})"):
-            image_id = aws_images.start_bake(self.ec2, cluster.name, node.id, key)
+            image_id = aws_images.start_bake(self.ec2, cluster.name, node.id, key, configure_seconds)
         if on_snapshot is not None:
             on_snapshot()
         self.events(f"image {image_id} is being baked from {node.name} in the background; later ups reuse it")
@@ -313,37 +284,11 @@ class AwsProvider(Provider):
         return Placement(cluster.region, cluster.instance_types[0], cluster.effective_master_market, cluster.market)
 
     def plan_notes(self, cluster: ClusterConfig) -> tuple[str, ...]:
-        notes = tuple(f"fallback instance type: {t}" for t in cluster.instance_types[1:])
-        if cluster.market == "spot":
-            notes += ("spot falls back to on-demand when no capacity" if cluster.on_demand_fallback
-                      else "spot only: set on_demand_fallback: true to fall back to on-demand",)
-        return notes
+        return aws_plan.plan_notes(cluster)
 
     def machine_topology(self, instance_type: str) -> CpuTopology:
-        kind = aws_catalog.lookup(instance_type)
-        if kind is None:
-            hint = aws_catalog.nearest(instance_type)
-            raise ConfigError(f"unknown instance type '{instance_type}'"
-                              + (f" (did you mean '{hint}'?)" if hint else ""))
-        return aws_catalog.topology_of(kind)
+        return aws_plan.machine_topology(instance_type)
 
     def planned_resources(self, cluster: ClusterConfig) -> list[PlannedResource]:
-        ec2, name = self.ec2, aws_network.resource_name(cluster.name)
         with translated(f"planning {cluster.name} in {self.region}"):
-            return self._planned_resources(ec2, name, cluster)
-
-    def _planned_resources(self, ec2: Any, name: str, cluster: ClusterConfig) -> list[PlannedResource]:
-        vpc_id = aws_network.resolve_vpc(ec2, cluster.vpc_id)
-        has_key = bool(ec2.describe_key_pairs(Filters=[{"Name": "key-name", "Values": [name]}])["KeyPairs"])
-        has_group = aws_network.find_security_group(ec2, cluster.name, vpc_id) is not None
-        rules = f"all traffic from itself; tcp/22 from {self.ssh_cidr(cluster)}"
-        resources = [
-            PlannedResource("key_pair", name, "reuse" if has_key else "create"),
-            PlannedResource("security_group", name, "reuse" if has_group else "create", f"{vpc_id}: {rules}"),
-        ]
-        if cluster.placement_group:
-            found = aws_network.describe_placement_groups(ec2, [{"Name": "group-name", "Values": [name]}])
-            unchecked = "; not checked (DescribePlacementGroups not implemented here)" if found is None else ""
-            detail = f"strategy cluster{unchecked}"
-            resources.append(PlannedResource("placement_group", name, "reuse" if found else "create", detail))
-        return resources
+            return aws_plan.planned_resources(self.ec2, cluster, self.ssh_cidr(cluster))

@@ -4,6 +4,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -20,8 +21,9 @@ from .aws_clients import (
     tag_specs,
     tags_of,
 )
-from .base import TAG_CLUSTER, TAG_IMAGE_KEY, Image, Removed
+from .base import TAG_CLUSTER, TAG_IMAGE_KEY, Image, PendingImage, Removed
 
+TAG_CONFIGURE_SECONDS = "xeoncluster:configure-seconds"
 BASE_IMAGE_PARAMETER = "/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id"
 ACTIVE_IMAGE_STATES = ("available", "pending")
 # Baked images are taken from a master launched with this root, and every later node grows it at
@@ -78,16 +80,48 @@ def find_image(ec2: Any, key: str) -> Image | None:
     return to_image(max(found, key=lambda i: i.get("CreationDate", "")))
 
 
-def pending_image(ec2: Any, key: str) -> str | None:
-    """An image of this key still being made (a bake an earlier `up` left running in the background)."""
+def pending_image(ec2: Any, key: str) -> PendingImage | None:
+    """The newest image of this key still being made, or whose making failed (a bake an earlier `up`
+    left running in the background), with how far its snapshots are. Read-only."""
     found = ec2.describe_images(Owners=["self"], Filters=[
-        *image_key_filter(key), {"Name": "state", "Values": ["pending"]}])["Images"]
-    return str(max(found, key=lambda i: i.get("CreationDate", ""))["ImageId"]) if found else None
+        *image_key_filter(key), {"Name": "state", "Values": ["pending", "failed"]}])["Images"]
+    if not found:
+        return None
+    # One still baking serves later ups; a failed one only needs removing.
+    raw = max(found, key=lambda i: (i.get("State") == "pending", i.get("CreationDate", "")))
+    configure = tags_of(raw).get(TAG_CONFIGURE_SECONDS)
+    return PendingImage(str(raw["ImageId"]), key, _epoch(raw.get("CreationDate")), _progress(ec2, raw),
+                        float(configure) if configure else None, failed=raw.get("State") == "failed")
 
 
-def start_bake(ec2: Any, cluster: str, instance_id: str, key: str) -> str:
-    """CreateImage and return at once; EC2 finishes the image in the background."""
-    tags = cluster_tags(cluster, "image", **{TAG_IMAGE_KEY: key, "Name": f"xeoncluster-{key[:16]}"})
+def _progress(ec2: Any, raw: dict[str, Any]) -> float | None:
+    """The least advanced of the image's snapshots, as EBS reports it ("45%")."""
+    ids = [m["Ebs"]["SnapshotId"] for m in raw.get("BlockDeviceMappings", []) if m.get("Ebs", {}).get("SnapshotId")]
+    if not ids:
+        return None
+    try:
+        snapshots = ec2.describe_snapshots(SnapshotIds=ids)["Snapshots"]
+    except ClientError:
+        return None  # not visible yet: nothing can be said about its progress
+    shares = [float(str(s.get("Progress", "")).rstrip("%")) / 100 for s in snapshots
+              if str(s.get("Progress", "")).rstrip("%").replace(".", "", 1).isdigit()]
+    return min(shares) if shares else None
+
+
+def _epoch(stamp: str | None) -> float | None:
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def start_bake(ec2: Any, cluster: str, instance_id: str, key: str, configure_seconds: float | None = None) -> str:
+    """CreateImage and return at once; EC2 finishes the image in the background. `configure_seconds`
+    (what configuring a node from the base took) lets a later `up` judge whether waiting pays."""
+    extra = {TAG_CONFIGURE_SECONDS: f"{configure_seconds:.0f}"} if configure_seconds is not None else {}
+    tags = cluster_tags(cluster, "image", **{TAG_IMAGE_KEY: key, "Name": f"xeoncluster-{key[:16]}"}, **extra)
     made = guarded(f"creating an image of {instance_id}", lambda: ec2.create_image(
         InstanceId=instance_id, Name=image_name(cluster, key), NoReboot=True,
         Description=f"xeoncluster image {key[:16]}", TagSpecifications=tag_specs(tags, "image", "snapshot")))

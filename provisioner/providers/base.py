@@ -48,6 +48,30 @@ class Image:
 
 
 @dataclass(frozen=True)
+class PendingImage:
+    """An image of a key that an earlier `up` is still baking in the background (or whose bake failed)."""
+
+    id: str
+    key: str
+    started: float | None = None            # epoch seconds of the CreateImage
+    progress: float | None = None           # 0..1, where the cloud reports it (EBS snapshot progress)
+    configure_seconds: float | None = None  # what configuring from the base took the `up` that started it
+    failed: bool = False
+
+    def remaining_seconds(self, now: float) -> float | None:
+        """Time left, extrapolated from the progress so far; None when nothing can be said yet."""
+        if self.failed or self.started is None or not self.progress:
+            return None
+        elapsed = max(0.0, now - self.started)
+        return elapsed * (1 - min(1.0, self.progress)) / self.progress
+
+    def worth_waiting(self, now: float) -> bool:
+        """Waiting pays only when the image is expected before configuring from the base would end."""
+        left = self.remaining_seconds(now)
+        return left is not None and self.configure_seconds is not None and left < self.configure_seconds
+
+
+@dataclass(frozen=True)
 class BaseImage:
     """What nodes start from before any bake; `id` is None when it cannot be known (then `note` says why)."""
 
@@ -143,7 +167,8 @@ class Provider(ABC):
         """Key pair, security group or bridge; idempotent."""
 
     @abstractmethod
-    def find_image(self, key: str) -> Image | None: ...
+    def find_image(self, key: str) -> Image | None:
+        """A usable image of this key; read-only, never waits."""
 
     @abstractmethod
     def get_image(self, image_id: str) -> Image | None: ...
@@ -183,8 +208,17 @@ class Provider(ABC):
         (Where supported, this may wait a while for the keys to appear.)"""
         return []
 
+    def pending_image(self, key: str) -> PendingImage | None:
+        """Not supported: images are made while `up` waits, so none is ever left pending. Read-only."""
+        return None
+
+    def wait_for_image(self, image_id: str, timeout: float) -> Image | None:
+        """Not supported (nothing is ever pending). The image once usable, or None if it failed or
+        is not usable within `timeout` seconds."""
+        return None
+
     def start_bake(self, cluster: ClusterConfig, node: Node, key: str,
-                   on_snapshot: Callable[[], None] | None = None) -> str:
+                   on_snapshot: Callable[[], None] | None = None, configure_seconds: float | None = None) -> str:
         """Start an image and return its id without waiting. Not supported: see bakes_in_background."""
         raise ProviderError(f"the {self.name} provider cannot bake in the background")
 

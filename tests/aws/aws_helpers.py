@@ -247,3 +247,11 @@ def stock_image_key(base: str = UBUNTU_AMI, stack: str = "stock") -> str:
 def own_images(ec2: Any, cluster: str | None = None) -> list[dict[str, Any]]:
     filters = [{"Name": "tag:xeoncluster:cluster", "Values": [cluster]}] if cluster else []
     return list(ec2.describe_images(Owners=["self"], Filters=filters)["Images"])
+
+
+def instances(ec2: Any, name: str = "t1") -> list[dict[str, Any]]:
+    """The cluster's instances that are not terminated, from EC2 (moto)."""
+    from provisioner.providers.base import TAG_CLUSTER
+
+    found = ec2.describe_instances(Filters=[{"Name": f"tag:{TAG_CLUSTER}", "Values": [name]}])["Reservations"]
+    return [i for r in found for i in r["Instances"] if i["State"]["Name"] != "terminated"]

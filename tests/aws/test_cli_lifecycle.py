@@ -11,7 +11,16 @@ import stat
 import threading
 
 import pytest
-from aws_helpers import CALLER_IP, UBUNTU_AMI, live_state, nothing_left, own_images, seed_cached_image, stock_image_key
+from aws_helpers import (
+    CALLER_IP,
+    UBUNTU_AMI,
+    instances,
+    live_state,
+    nothing_left,
+    own_images,
+    seed_cached_image,
+    stock_image_key,
+)
 from recording_shell import MESH_MARK
 
 from provisioner.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY, TAG_ROLE
@@ -21,11 +30,6 @@ SIZES = [1, 4, 64]
 
 def tags(resource):
     return {t["Key"]: t["Value"] for t in resource.get("Tags", [])}
-
-
-def instances(ec2, name="t1"):
-    reservations = ec2.describe_instances(Filters=[{"Name": f"tag:{TAG_CLUSTER}", "Values": [name]}])["Reservations"]
-    return [i for r in reservations for i in r["Instances"] if i["State"]["Name"] != "terminated"]
 
 
 def names(count):

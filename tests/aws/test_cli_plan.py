@@ -45,7 +45,7 @@ def test_plan_json_with_an_on_demand_master_and_a_cached_image(xc, ec2, aws, xc_
     assert run.code == 0, run.err
     plan = json.loads(run.out)
     assert plan["image"] == {"key": stock_image_key(), "id": image, "action": "reuse", "base_id": UBUNTU_AMI,
-                             "base_note": "", "in_background": False}
+                             "base_note": "", "in_background": False, "pending": None}
     assert [(i["role"], i["count"], i["market"], i["image"], i["usd_per_hour"]) for i in plan["instances"]] == [
         ("master", 1, "on-demand", image, 0.357), ("worker", 3, "spot", image, 0.00001)]
     assert plan["usd_per_hour"] == round(0.357 + 3 * 0.00001, 6)
