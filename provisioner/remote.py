@@ -21,6 +21,9 @@ from fabric.exceptions import GroupException
 from .errors import RemoteError
 from .providers.base import Node
 
+# Between login attempts on a node that is not ready yet.
+LOGIN_RETRY_SECONDS = 1.0
+
 
 @dataclass(frozen=True)
 class SshIdentity:
@@ -60,6 +63,8 @@ class NodeShell(Protocol):
     """What the lifecycle needs from SSH."""
 
     def wait_ready(self, nodes: list[Node], timeout: float) -> None: ...
+
+    def wait_login(self, nodes: list[Node], timeout: float, progress: Callable[[str], None]) -> None: ...
 
     def scan_host_key(self, node: Node) -> str: ...
 
@@ -158,6 +163,37 @@ class FabricShell:
                                   hint="raise ssh.timeout, or check the security group / ssh.cidr")
             if pending:
                 time.sleep(0.2)
+
+    def wait_login(self, nodes: list[Node], timeout: float, progress: Callable[[str], None]) -> None:
+        """Wait until a login runs a command on every node (host keys must be pinned by now).
+
+        An open port 22 is not a node ready for SSH: sshd answers before cloud-init has written
+        the login user's key, and restarts once it has written the host keys. Authentication
+        failures and dropped transports are retried until `timeout`; a host key that does not
+        match the pinned one is not."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        deadline = time.monotonic() + timeout
+        with ThreadPoolExecutor(max_workers=max(1, min(32, len(nodes)))) as pool:
+            for future in [pool.submit(self._wait_login, node, deadline, progress) for node in nodes]:
+                future.result()
+
+    def _wait_login(self, node: Node, deadline: float, progress: Callable[[str], None]) -> None:
+        said = ""
+        while True:
+            try:
+                self._run_one(node, "true")
+                return
+            except RemoteError as exc:
+                if "host key" in exc.message or time.monotonic() > deadline:
+                    raise RemoteError(f"{node.name} ({node.ssh_host}) did not accept a login: {exc.message}",
+                                      hint="raise ssh.timeout; a new node may still be running cloud-init "
+                                           "(its console output shows how far it got)") from None
+                reason = exc.message.split(": ", 1)[-1]
+                if reason != said:
+                    progress(f"{node.name}: waiting for a login ({reason})")
+                    said = reason
+            time.sleep(LOGIN_RETRY_SECONDS)
 
     def scan_host_key(self, node: Node) -> str:
         """Trust on first use: read the key the node presents, to be pinned from now on."""

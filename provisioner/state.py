@@ -79,7 +79,8 @@ class ClusterRecord(BaseModel):
 class StateDir:
     def __init__(self, name: str, home: Path | None = None) -> None:
         self.name = name
-        self.path = (home or xeoncluster_home()) / "clusters" / name
+        self.home = home or xeoncluster_home()
+        self.path = self.home / "clusters" / name
 
     @property
     def state_file(self) -> Path:
@@ -103,7 +104,9 @@ class StateDir:
 
     @property
     def logs(self) -> Path:
-        return self.path / "logs"
+        """Outside the cluster's folder: a failed `up`'s rollback, and `down`, remove that folder, and
+        the log an error names must still be there to read."""
+        return self.home / "logs" / self.name
 
     @property
     def runs(self) -> Path:
@@ -114,7 +117,6 @@ class StateDir:
 
     def create(self) -> None:
         self.path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.logs.mkdir(exist_ok=True)
         self.runs.mkdir(exist_ok=True)
 
     def load(self) -> ClusterRecord | None:
@@ -147,7 +149,7 @@ class StateDir:
             atomic_write(self.known_hosts, "".join(f"{line}\n" for line in kept))
 
     def new_log(self, command: str) -> Path:
-        self.create()
+        self.logs.mkdir(parents=True, exist_ok=True, mode=0o700)
         return self.logs / f"{command}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
 
     def ensure_key(self) -> Path:
@@ -195,9 +197,9 @@ class StateDir:
                     self._remove_if_empty()
 
     def _remove_if_empty(self) -> None:
-        """A command refused before it created anything leaves no folder behind."""
-        has_logs = self.logs.is_dir() and any(self.logs.iterdir())
-        if not has_logs and self.path.exists():
+        """A command refused before it created anything, or an `up` rolled back, leaves no folder
+        behind (its log lives under logs/, outside it)."""
+        if self.path.exists():
             shutil.rmtree(self.path, ignore_errors=True)
 
 

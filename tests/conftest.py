@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+DATA = REPO / "tests" / "data"  # small real MRPC and SQuAD v2 samples, shipped with the tests
 
 
 @dataclass

@@ -25,6 +25,7 @@ def add_nodes(ctx: CommandContext, record: ClusterRecord, nodes: list[Node], she
     ctx.state.save(record)
     shell.wait_ready(nodes, ctx.config.ssh.timeout)
     pin_host_keys(ctx, record.node_list(), shell)
+    shell.wait_login(nodes, ctx.config.ssh.timeout, ctx.reporter.detail)
 
 
 def pin_host_keys(ctx: CommandContext, nodes: list[Node], shell: NodeShell) -> None:

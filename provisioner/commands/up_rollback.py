@@ -56,9 +56,9 @@ def _keep(ctx: CommandContext, step: str, reason: str) -> StepFailed:
 
 
 def discard_state(state: StateDir) -> None:
-    """Drop everything but the logs, so the failure can still be read."""
+    """Drop everything but the lock (the logs live outside the cluster's folder)."""
     for path in state.path.iterdir():
-        if path.name in ("logs", "lock"):
+        if path.name == "lock":
             continue
         if path.is_dir():
             shutil.rmtree(path, ignore_errors=True)

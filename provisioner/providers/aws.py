@@ -231,7 +231,8 @@ class AwsProvider(Provider):
             volume_id, size = aws_volumes.root_volume(self.ec2, node.id)
             if size < gib:
                 aws_volumes.grow_volume(self.ec2, volume_id, gib, self.instance_wait, self.sleep)
-        self.events(f"root volume of {node.name} grown from {size} to {gib} GiB")
+        self.events(f"root volume of {node.name} grown from {size} to {gib} GiB" if size < gib
+                    else f"root volume of {node.name} is already {size} GiB")
         return True
 
     def nodes(self, cluster: ClusterConfig) -> list[Node]:

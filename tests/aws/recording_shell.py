@@ -112,6 +112,10 @@ class RecordingShell:
         for node in nodes:
             self.log.record(Call("wait_ready", node.name))
 
+    def wait_login(self, nodes: list[Node], timeout: float, progress: Callable[[str], None]) -> None:
+        for node in nodes:
+            self.log.record(Call("wait_login", node.name))
+
     def scan_host_key(self, node: Node) -> str:
         self.log.record(Call("scan_host_key", node.name))
         return fake_host_key(node)

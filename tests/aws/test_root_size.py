@@ -6,7 +6,7 @@ so `ec2_checks_volume_sizes` makes moto's RunInstances refuse it as EC2 does.
 from __future__ import annotations
 
 import pytest
-from aws_helpers import live_state, nothing_left, own_images, write_config
+from aws_helpers import PUBLIC_KEY, live_state, nothing_left, own_images, write_config
 
 from provisioner.providers.aws_images import BAKE_ROOT_GIB
 
@@ -72,3 +72,12 @@ def test_a_root_smaller_than_the_image_is_refused_before_anything_exists(xc, aws
     assert run.error == (f"error: root_volume_gib: {BAKE_ROOT_GIB - 4} GiB is smaller than the images xeoncluster "
                          f"bakes ({BAKE_ROOT_GIB} GiB) | hint: set root_volume_gib: {BAKE_ROOT_GIB} or more")
     assert aws.mutating(service=None) == []
+
+
+def test_growing_a_root_that_is_already_large_enough_says_so_and_modifies_nothing(provider, cluster, events, aws):
+    provider.prepare(cluster, PUBLIC_KEY)
+    [node] = provider.launch(cluster, 1, None, "master", 0, root_gib=20)
+    aws.clear()
+    assert provider.grow_root(cluster, node, 20)
+    assert "ModifyVolume" not in aws.mutating()
+    assert events[-1] == "root volume of node0 is already 20 GiB"

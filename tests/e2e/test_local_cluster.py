@@ -63,7 +63,7 @@ def test_second_up_reuses_image_and_runs_no_playbook(local_env: LocalEnv, cluste
     state = local_env.state(cluster3)
     assert state["image"]["action"] == "reuse"
     assert not any("playbooks" in step for step in state["steps_done"])
-    logs = list((local_env.home / "clusters" / cluster3 / "logs").glob("up-*.log"))
+    logs = list((local_env.home / "logs" / cluster3).glob("up-*.log"))
     assert logs and "configure nodes" not in logs[0].read_text()
 
 
@@ -201,7 +201,7 @@ def test_ctrl_c_during_up_removes_what_it_created(local_env: LocalEnv, warm_imag
     assert leftovers(local_env, name)["namespaces"] == []
     assert leftovers(local_env, name)["processes"] == []
     assert not (local_env.home / "clusters" / name / "state.json").exists()
-    assert list((local_env.home / "clusters" / name / "logs").glob("up-*.log"))
+    assert list((local_env.home / "logs" / name).glob("up-*.log"))
 
 
 def test_failed_step_is_named_and_rolled_back(local_env: LocalEnv, warm_image: str) -> None:

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = (REPO / ".." / "shared").resolve()
-SHARED_DATA = SHARED / "data"
+# Small real samples (GLUE MRPC in its original TSV, SQuAD v2 in the flat HF layout), shipped with the tests.
+SHARED_DATA = REPO / "tests" / "data"
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
