@@ -6,6 +6,7 @@ with a recording stand-in, because moto's addresses must never be dialled.
 from __future__ import annotations
 
 import io
+import logging
 import socket
 import threading
 import time
@@ -23,6 +24,10 @@ from .providers.base import Node
 
 # Between login attempts on a node that is not ready yet.
 LOGIN_RETRY_SECONDS = 1.0
+# paramiko logs a dropped transport ("Socket exception: Connection reset by peer") from its own
+# thread; with no handler, Python's last-resort handler prints it on the user's terminal although
+# the failure reaches us as an exception where it matters (a node restarting during a bake is expected).
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 @dataclass(frozen=True)

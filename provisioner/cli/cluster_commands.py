@@ -17,7 +17,8 @@ from ..commands import ssh as ssh_cmd
 from ..commands import status as status_cmd
 from ..commands import up as up_cmd
 from ..errors import NoStateError, XeonClusterError
-from .group import CONTEXT, cli, cluster_options, command_context
+from ..removals import find_removal
+from .group import CONTEXT, cli, cluster_options, command_context, provider_given
 
 
 def launch_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -71,9 +72,15 @@ def down(ctx: click.Context, purge_images: bool, force: bool, **opts: Any) -> No
         context = command_context(ctx, opts, locate=True)
     except NoStateError as exc:
         down_cmd.forget(exc.name)
-        click.echo(f"nothing to remove for '{exc.name}': {exc.message}")
+        earlier = find_removal(exc.name)
+        click.echo(f"nothing to remove: {earlier.describe()}" if earlier else
+                   f"nothing to remove for '{exc.name}': {exc.message}")
         return
-    result = down_cmd.run(context, purge_images=purge_images, force=force)
+    given = provider_given(ctx, opts)
+    result = down_cmd.run(context, purge_images=purge_images, force=force, search=given)
+    if result.earlier is not None:
+        click.echo(f"nothing to remove: {result.earlier.describe()} (pass --provider to search for it anyway)")
+        return
     render.removed(result.removed, result.cluster)
 
 

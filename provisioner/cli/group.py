@@ -58,3 +58,28 @@ def command_context(ctx: click.Context, options: dict[str, Any], overrides: dict
     return make_context(config, obj.get("provider_factory"), obj.get("shell_factory"))
 
 
+
+
+class PassThroughCommand(click.Command):
+    """A command whose arguments after the first `--` go, untouched, to another program (the ranks).
+
+    Before `--`, only the command's own options and arguments are accepted: a misspelled option
+    fails at once with click's suggestion, instead of reaching every rank after the launch."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        own, rest = (args[:args.index("--")], args[args.index("--") + 1:]) if "--" in args else (args, [])
+        ctx.meta[PASS_THROUGH] = tuple(rest)
+        return super().parse_args(ctx, own)
+
+
+PASS_THROUGH = "xeoncluster.pass_through"
+
+
+def pass_through(ctx: click.Context) -> tuple[str, ...]:
+    return tuple(ctx.meta.get(PASS_THROUGH, ()))
+
+
+def provider_given(ctx: click.Context, options: dict[str, Any]) -> bool:
+    """Whether --provider was on the command line (before or after the command)."""
+    obj = ctx.find_root().obj or {}
+    return options.get("provider") is not None or obj.get("globals", {}).get("provider") is not None

@@ -10,13 +10,12 @@ from .. import render
 from ..commands import train as train_cmd
 from ..stacks import get_stack
 from ..train_plan import DEFAULT_MODEL, LaunchPlan, TrainRequest, check_request, dry_run_plan, parse_env
-from .group import CONTEXT, cli, cluster_options, command_context
+from .group import CONTEXT, PassThroughCommand, cli, cluster_options, command_context, pass_through
 
 
-@cli.command(context_settings={**CONTEXT, "ignore_unknown_options": True})
+@cli.command(cls=PassThroughCommand, context_settings=CONTEXT)
 @cluster_options
 @click.argument("task", type=click.Choice(["squad", "glue"]))
-@click.argument("trainer_args", nargs=-1, type=click.UNPROCESSED)
 @click.option("--task", "glue_task", default="mrpc", show_default=True, help="GLUE task name (glue only)")
 @click.option("--demo", is_flag=True, help="offline demo: a tiny BERT and synthetic data built on the nodes")
 @click.option("--dataset", help="Hugging Face dataset name (default: squad / glue)")
@@ -40,7 +39,7 @@ from .group import CONTEXT, cli, cluster_options, command_context
 @click.option("--nodes", type=int, help="with --dry-run and no cluster: plan for this many nodes")
 @click.option("--instance-type", help="with --dry-run and no cluster: plan for this instance type")
 @click.pass_context
-def train(ctx: click.Context, task: str, trainer_args: tuple[str, ...], glue_task: str, demo: bool,
+def train(ctx: click.Context, task: str, glue_task: str, demo: bool,
           dataset: str | None, train_file: Path | None, eval_file: Path | None, model: str | None, run: str | None,
           resume: bool, ppn: int | None, threads: int | None, env_pairs: tuple[str, ...], fetch_model: Path | None,
           offline: bool, tune: bool, max_restarts: int, dry_run: bool, nodes: int | None, instance_type: str | None,
@@ -54,7 +53,7 @@ def train(ctx: click.Context, task: str, trainer_args: tuple[str, ...], glue_tas
     request = TrainRequest(
         task=task, glue_task=glue_task, dataset=dataset, train_file=train_file, eval_file=eval_file, model=model,
         demo=demo, run=run, resume=resume, ppn=ppn, threads=threads, env=parse_env(env_pairs),
-        trainer_args=tuple(a for a in trainer_args if a != "--"), fetch_model=fetch_model, offline=offline,
+        trainer_args=pass_through(ctx), fetch_model=fetch_model, offline=offline,
         tuned=tune, max_restarts=max_restarts)
     context = command_context(ctx, opts)
     config = context.config

@@ -1,11 +1,13 @@
 """`xeoncluster down`: remove everything the cluster owns, found by name/tag even without state."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from ..context import CommandContext
 from ..errors import XeonClusterError
 from ..providers.base import Removed
+from ..removals import Removal, find_removal, record_removal
 from ..state import ClusterStatus, StateDir
 
 
@@ -13,11 +15,16 @@ from ..state import ClusterStatus, StateDir
 class DownResult:
     cluster: str
     removed: Removed
+    earlier: Removal | None = None  # removed before: by an earlier `down` on this machine
 
 
-def run(ctx: CommandContext, purge_images: bool = False, force: bool = False) -> DownResult:
-    """Refused while another command (a `train`, an `up`) holds the cluster, unless `force`."""
+def run(ctx: CommandContext, purge_images: bool = False, force: bool = False, search: bool = False) -> DownResult:
+    """Refused while another command (a `train`, an `up`) holds the cluster, unless `force`. A cluster
+    this machine already removed is not searched for again, unless `search` (--provider given)."""
     name = ctx.config.name
+    earlier = None if search or ctx.state.exists() else find_removal(name)
+    if earlier is not None and earlier.by == "down":
+        return DownResult(name, Removed(), earlier)
     hint = f"wait for it to finish, or `xeoncluster down --name {name} --force` to stop it and remove the cluster"
     with ctx.state.lock("down", force=force, busy_hint=hint) as holder:
         if holder is not None:
@@ -32,6 +39,7 @@ def _remove(ctx: CommandContext, purge_images: bool) -> DownResult:
         if purge_images:
             removed = removed.merge(ctx.provider.purge_images(ctx.config))
         ctx.state.remove()
+    record_removal(Removal(cluster=ctx.config.name, provider=ctx.config.provider, at=time.time(), by="down"))
     return DownResult(ctx.config.name, removed)
 
 

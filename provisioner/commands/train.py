@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import tarfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -40,13 +39,12 @@ from .train_recovery import (
     replace_lost,
     restore_checkpoint,
 )
+from .train_results import fetch_results
 from .train_watch import NodeWatch, stop_command
 
 T = TypeVar("T")
 LAUNCHER_PID = "launcher.pid"
 
-# What a run leaves next to metrics.json on the master; each exists only when the run had something to put in it.
-OPTIONAL_RESULTS = ("predictions.json", "null_odds.json", "loss.png")
 
 # The interface each node reaches the master's private address over (on the master: the one holding it).
 IFACE_PROBE = ("dev=$(ip -o -4 route get {ip} 2>/dev/null | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p'); "
@@ -335,36 +333,8 @@ class TrainRunner:
                              log=log, hint=f"`xeoncluster status --name {name}` shows whether the nodes answer")
 
     def _fetch(self, shell: NodeShell, plan: LaunchPlan, run_dir: Path, outcome: TrainOutcome) -> None:
-        master = self.nodes[0]
-        remote_run = f"{PACKAGE_ROOT}/runs/{plan.run}"
-        outcome.metrics_path = run_dir / "metrics.json"
-        shell.get(master, f"{remote_run}/metrics.json", outcome.metrics_path)
-        outcome.metrics = json.loads(outcome.metrics_path.read_text())
-        outcome.metrics["restarts"] = [r.to_dict() for r in outcome.restarts]
-        outcome.metrics["lost_steps"] = sum(r.lost_steps for r in outcome.restarts)
-        outcome.metrics_path.write_text(json.dumps(outcome.metrics, indent=2) + "\n")
-        outcome.results = self._fetch_optional(shell, remote_run, run_dir)
-        if self.request.fetch_model is not None:
-            packed = f"{remote_run}/model.tar.gz"
-            result = shell.run([master], f"tar -C {remote_run} -czf {packed} model")[master.name]
-            if not result.ok:
-                raise RemoteError(f"could not pack the model on {master.name}: {result.last_line()}")
-            archive = run_dir / "model.tar.gz"
-            shell.get(master, packed, archive)
-            self.request.fetch_model.mkdir(parents=True, exist_ok=True)
-            with tarfile.open(archive) as tar:
-                tar.extractall(self.request.fetch_model, filter="data")
-            archive.unlink()
-            outcome.model_dir = self.request.fetch_model / "model"
-
-    def _fetch_optional(self, shell: NodeShell, remote_run: str, run_dir: Path) -> list[Path]:
-        """Fetch those of OPTIONAL_RESULTS the run wrote; a missing one (no evaluation set) is no failure."""
-        master = self.nodes[0]
-        listing = shell.run([master], f"cd {remote_run} && ls -1 -- {' '.join(OPTIONAL_RESULTS)} 2>/dev/null; true")
-        present = set(listing[master.name].stdout.split())
-        fetched = []
-        for name in (n for n in OPTIONAL_RESULTS if n in present):
-            shell.get(master, f"{remote_run}/{name}", run_dir / name)
-            fetched.append(run_dir / name)
-        return fetched
-
+        extra = {"restarts": [r.to_dict() for r in outcome.restarts],
+                 "lost_steps": sum(r.lost_steps for r in outcome.restarts)}
+        fetched = fetch_results(shell, self.nodes[0], plan.run, run_dir, self.request.fetch_model, extra)
+        outcome.metrics, outcome.metrics_path = fetched.metrics, fetched.metrics_path
+        outcome.results, outcome.model_dir = fetched.results, fetched.model_dir

@@ -21,6 +21,7 @@ from ..image import ImageAction, ImagePlan, decide_image
 from ..playbook import load_playbooks
 from ..providers.base import Image, Network, Node
 from ..remote import NodeShell
+from ..removals import forget_removal
 from ..stacks import get_stack
 from ..state import ClusterRecord, ClusterStatus, ImageRecord
 from .repair import RepairResult, health, repair
@@ -123,6 +124,7 @@ def _create(ctx: CommandContext, notes: list[str], image: ImagePlan, keep_on_fai
     cfg, state, reporter = ctx.config, ctx.state, ctx.reporter
     record = ClusterRecord(name=cfg.name, provider=cfg.provider, config=cfg.model_dump(mode="json"))
     state.save(record)
+    forget_removal(cfg.name)  # the name is in use again
     reporter.attach_log(state.new_log("up"))
     for note in notes:
         reporter.warn(note) if note.lower().startswith("warning") else reporter.info(note)

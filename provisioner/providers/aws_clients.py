@@ -93,8 +93,10 @@ class AwsClients:
         if self._session is None:
             try:
                 self._session = boto3.Session(profile_name=self.profile, region_name=self.region)
-            except ProfileNotFound:
-                raise ConfigError(f"AWS profile '{self.profile}' not found", hint=CREDENTIALS_HINT) from None
+            except ProfileNotFound as exc:
+                # The profile may come from AWS_PROFILE rather than --profile: name the one botocore looked for.
+                raise ConfigError(f"AWS profile '{exc.kwargs.get('profile', self.profile)}' not found",
+                                  hint=CREDENTIALS_HINT) from None
         return self._session
 
     def client(self, service: str, region: str | None = None, retries: dict[str, Any] | None = None) -> Any:

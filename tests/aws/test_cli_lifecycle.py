@@ -250,12 +250,14 @@ def test_down_purge_images_removes_the_clusters_images_and_snapshots(xc, ec2):
     assert nothing_left(live_state(ec2, "t1"))
 
 
-def test_down_twice_is_fine(xc, ec2):
+def test_down_twice_is_fine(xc, ec2, aws):
     assert xc("up", "--name", "t1", "--nodes", "1").code == 0
     assert xc("down", "--name", "t1").code == 0
+    aws.clear()
     again = xc("down", "--name", "t1")
     assert again.code == 0, again.err
-    assert "nothing to remove for 't1'" in again.out
+    assert "nothing to remove: cluster 't1' (aws) was removed by `down` at " in again.out
+    assert aws.calls == []  # not searched for again
     never = xc("down", "--name", "never-existed")
     assert never.code == 0 and "nothing to remove" in never.out
 

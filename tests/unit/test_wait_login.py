@@ -84,3 +84,13 @@ def test_a_node_that_never_accepts_a_login_fails_in_one_line_after_the_timeout(s
     assert 2 <= time.monotonic() - started < 10
     assert failure.value.message.startswith("node0 (127.0.0.1) did not accept a login: ")
     assert "raise ssh.timeout" in (failure.value.hint or "")
+
+
+def test_paramiko_s_own_log_lines_stay_off_the_terminal() -> None:
+    """In a plain interpreter, as the CLI runs (pytest installs log handlers of its own)."""
+    import sys
+
+    code = ("import logging, provisioner.remote; "
+            "logging.getLogger('paramiko.transport').error('Socket exception: Connection reset by peer (104)')")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "Socket exception" not in result.stderr

@@ -1,0 +1,63 @@
+"""Fetching what a run left on the master: metrics.json, the optional result files, and the model."""
+from __future__ import annotations
+
+import json
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import RemoteError
+from ..providers.base import Node
+from ..remote import NodeShell
+from ..remote_layout import PACKAGE_ROOT
+
+# What a run leaves next to metrics.json on the master; each exists only when the run had something to put in it.
+OPTIONAL_RESULTS = ("predictions.json", "null_odds.json", "loss.png")
+
+
+@dataclass
+class Fetched:
+    metrics: dict[str, Any]
+    metrics_path: Path
+    results: list[Path] = field(default_factory=list)
+    model_dir: Path | None = None
+
+
+def fetch_results(shell: NodeShell, master: Node, run: str, run_dir: Path, fetch_model: Path | None,
+                  extra: dict[str, Any] | None = None) -> Fetched:
+    """Copy the run's results into `run_dir`; `extra` (restarts, cost) is merged into metrics.json."""
+    remote_run = f"{PACKAGE_ROOT}/runs/{run}"
+    metrics_path = run_dir / "metrics.json"
+    shell.get(master, f"{remote_run}/metrics.json", metrics_path)
+    metrics = json.loads(metrics_path.read_text()) | (extra or {})
+    metrics_path.write_text(json.dumps(metrics, indent=2) + "\n")
+    fetched = Fetched(metrics, metrics_path, _fetch_optional(shell, master, remote_run, run_dir))
+    if fetch_model is not None:
+        fetched.model_dir = _fetch_model(shell, master, remote_run, run_dir, fetch_model)
+    return fetched
+
+
+def _fetch_model(shell: NodeShell, master: Node, remote_run: str, run_dir: Path, target: Path) -> Path:
+    packed = f"{remote_run}/model.tar.gz"
+    result = shell.run([master], f"tar -C {remote_run} -czf {packed} model")[master.name]
+    if not result.ok:
+        raise RemoteError(f"could not pack the model on {master.name}: {result.last_line()}")
+    archive = run_dir / "model.tar.gz"
+    shell.get(master, packed, archive)
+    target.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(target, filter="data")
+    archive.unlink()
+    return target / "model"
+
+
+def _fetch_optional(shell: NodeShell, master: Node, remote_run: str, run_dir: Path) -> list[Path]:
+    """Fetch those of OPTIONAL_RESULTS the run wrote; a missing one (no evaluation set) is no failure."""
+    listing = shell.run([master], f"cd {remote_run} && ls -1 -- {' '.join(OPTIONAL_RESULTS)} 2>/dev/null; true")
+    present = set(listing[master.name].stdout.split())
+    fetched = []
+    for name in (n for n in OPTIONAL_RESULTS if n in present):
+        shell.get(master, f"{remote_run}/{name}", run_dir / name)
+        fetched.append(run_dir / name)
+    return fetched

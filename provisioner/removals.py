@@ -1,0 +1,46 @@
+"""A record of each cluster this machine saw removed, and why: by `down`, or by itself (idle, deadline).
+
+Kept in $XEONCLUSTER_HOME/removed/NAME.json after the cluster's state folder is gone, so that a
+second `down`, or `status`, `runs` and `up`, can say what happened instead of failing or searching
+a cloud for a cluster that is no longer there. A new `up` of that name forgets the record.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from .state import atomic_write, xeoncluster_home
+
+
+class Removal(BaseModel):
+    cluster: str
+    provider: str
+    at: float
+    by: str            # "down", "idle" or "deadline"
+    detail: str = ""   # e.g. "after 60 idle minutes"
+
+    def describe(self) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.at))
+        how = "by `down`" if self.by == "down" else f"itself{f' {self.detail}' if self.detail else ''}"
+        return f"cluster '{self.cluster}' ({self.provider}) was removed {how} at {when}"
+
+
+def _path(name: str, home: Path | None = None) -> Path:
+    return (home or xeoncluster_home()) / "removed" / f"{name}.json"
+
+
+def record_removal(removal: Removal, home: Path | None = None) -> None:
+    atomic_write(_path(removal.cluster, home), removal.model_dump_json(indent=2), 0o644)
+
+
+def find_removal(name: str, home: Path | None = None) -> Removal | None:
+    try:
+        return Removal.model_validate_json(_path(name, home).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def forget_removal(name: str, home: Path | None = None) -> None:
+    _path(name, home).unlink(missing_ok=True)
