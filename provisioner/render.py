@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from .commands.exec import ExecResult
     from .commands.plan import Plan
     from .commands.status import StatusResult
-    from .commands.train import TrainOutcome
     from .commands.up import UpResult
     from .providers.base import Image, Node, Removed
     from .train_plan import LaunchPlan
@@ -245,30 +244,3 @@ class TrainingLines:
 
 
 echo_line = TrainingLines()
-
-
-def training_result(outcome: TrainOutcome) -> None:
-    echo_line.close()
-    console = _console()
-    metrics = outcome.metrics or {}
-    keys = [k for k in ("exact_match", "f1", "accuracy") if metrics.get(k) is not None]
-    scores = ", ".join(f"{k}={metrics[k]:.2f}" for k in keys)
-    # The training side writes eval_before as {metric: score or None}, or null.
-    before = cast("dict[str, float | None]", metrics.get("eval_before") or {})
-    if before:
-        scores += "  (untrained: " + ", ".join(f"{k}={before[k]:.2f}" for k in keys
-                                               if before.get(k) is not None) + ")"
-    console.print(f"done in {outcome.seconds:.0f}s: {scores or 'no evaluation set, no scores'}")
-    speed = metrics.get("train_samples_per_second")
-    if speed is not None:
-        console.print(f"throughput: {speed:.1f} samples/s on {metrics.get('world_size')} rank(s), "
-                      f"{metrics.get('threads_per_rank')} thread(s) each, {metrics.get('precision')}")
-    for restart in outcome.restarts:
-        console.print(restart.describe())
-    if outcome.restarts:
-        console.print(f"lost to interruptions: {sum(r.lost_steps for r in outcome.restarts)} step(s)")
-    console.print(f"metrics: {outcome.metrics_path}")
-    if outcome.results:
-        console.print(f"results: {', '.join(p.name for p in outcome.results)} in {outcome.results[0].parent}")
-    if outcome.model_dir:
-        console.print(f"model: {outcome.model_dir}")

@@ -4,6 +4,8 @@ Each run has a folder on the agent's host (the master on AWS, this machine for l
 
     run.json       this record (atomic writes)
     request.json   what `train` submitted: the request and its launch plan
+    env            the --env values (mode 0600), never in request.json
+    launch.json    the launch the job runs now (command, environment), for people
     train.log      every rank's output, labelled by rank
     events.jsonl   the ranks' typed events (training/events.py)
     agent.log      the agent's own progress and errors
@@ -67,6 +69,7 @@ class RunRecord(BaseModel):
     usd_per_hour: float = 0.0    # what the nodes cost now
     nodes: list[str] = Field(default_factory=list)
     notices: list[str] = Field(default_factory=list)  # nodes that announced they are going away
+    log: str = ""                # where the run's log is: a path on this machine, or HOST:PATH
 
     @property
     def seconds(self) -> float:
@@ -115,6 +118,14 @@ class RunFiles:
     @property
     def cancel(self) -> Path:
         return self.folder / "cancel"
+
+    @property
+    def env(self) -> Path:
+        return self.folder / "env"
+
+    @property
+    def launch(self) -> Path:
+        return self.folder / "launch.json"
 
 
     def load(self) -> RunRecord | None:

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from .. import render
+from .. import render, render_runs
 from ..commands import train as train_cmd
 from ..stacks import get_stack
 from ..train_plan import DEFAULT_MODEL, LaunchPlan, TrainRequest, check_request, dry_run_plan, parse_env
@@ -35,6 +35,9 @@ from .group import CONTEXT, PassThroughCommand, cli, cluster_options, command_co
 @click.option("--max-restarts", type=int, default=2, show_default=True,
               help="when a node is lost (spot reclaim, crash), replace it and resume from the newest checkpoint "
                    "this many times; 0 fails at once")
+@click.option("--detach", is_flag=True,
+              help="return as soon as the run has started (it goes on on the cluster); follow it later with "
+                   "`xeoncluster logs RUN -f`")
 @click.option("--dry-run", is_flag=True, help="print the exact mpirun command and environment; run nothing")
 @click.option("--nodes", type=int, help="with --dry-run and no cluster: plan for this many nodes")
 @click.option("--instance-type", help="with --dry-run and no cluster: plan for this instance type")
@@ -43,12 +46,16 @@ def train(ctx: click.Context, task: str, glue_task: str, demo: bool,
           dataset: str | None, train_file: Path | None, eval_file: Path | None, model: str | None, run: str | None,
           resume: bool, ppn: int | None, threads: int | None, env_pairs: tuple[str, ...], fetch_model: Path | None,
           offline: bool, tune: bool, max_restarts: int, dry_run: bool, nodes: int | None, instance_type: str | None,
-          **opts: Any) -> None:
+          detach: bool, **opts: Any) -> None:
     """Fine-tune TASK (squad or glue) across every node with mpirun + PyTorch DDP.
 
-    Ranks per node, threads, pinning and LD_PRELOAD come from each node's topology. Output is
-    streamed, labelled by rank, and saved with metrics.json under the cluster's runs/ folder.
-    Arguments after `--` go to the HF TrainingArguments (e.g. -- --learning_rate 5e-5).
+    Ranks per node, threads, pinning and LD_PRELOAD come from each node's topology. The run is
+    handed to the cluster's run agent (on the master; for local nodes, on this machine), which
+    owns it to the end: closing this terminal does not stop it, and a lost node is replaced and
+    the run resumed from its newest checkpoint. This command then follows its log; Ctrl-C
+    detaches (the run goes on). At the end the results are fetched into
+    $XEONCLUSTER_HOME/results/NAME/RUN. Arguments after `--` go to the HF TrainingArguments
+    (e.g. -- --learning_rate 5e-5).
     """
     request = TrainRequest(
         task=task, glue_task=glue_task, dataset=dataset, train_file=train_file, eval_file=eval_file, model=model,
@@ -65,10 +72,12 @@ def train(ctx: click.Context, task: str, glue_task: str, demo: bool,
         render.launch_plan(dry_run_plan(request, stack, topology, kind, config.nodes if nodes is None else nodes,
                                         config.ssh.user or "ubuntu"))
         return
-    result = train_cmd.run(context, request, render.echo_line, dry_run)
+    result = train_cmd.run(context, request, render.echo_line, dry_run, detach)
     if isinstance(result, LaunchPlan):
         render.launch_plan(result)
+    elif isinstance(result, train_cmd.Submitted):
+        render_runs.submitted(result)
     else:
-        render.training_result(result)
+        render_runs.training_result(result, config.name)
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from ..agent import client
 from ..context import CommandContext
-from ..errors import XeonClusterError
+from ..errors import BusyError, XeonClusterError
 from ..providers.base import Removed
 from ..removals import Removal, find_removal, record_removal
 from ..state import ClusterStatus, StateDir
@@ -29,13 +30,30 @@ def run(ctx: CommandContext, purge_images: bool = False, force: bool = False, se
     with ctx.state.lock("down", force=force, busy_hint=hint) as holder:
         if holder is not None:
             ctx.reporter.warn(f"{holder} is running on cluster '{name}'; removing the cluster anyway (--force)")
+        _refuse_active_run(ctx, force)
         return _remove(ctx, purge_images)
+
+
+def _refuse_active_run(ctx: CommandContext, force: bool) -> None:
+    record = ctx.state.load() if ctx.state.exists() else None
+    active = client.active_or_none(ctx, record) if record is not None and record.nodes else None
+    if active is None:
+        return
+    name = ctx.config.name
+    if not force:
+        raise BusyError(f"cluster '{name}' is busy: run {active.run} is {active.state.value} (step {active.step})",
+                        hint=f"`xeoncluster cancel {active.run} --name {name}` stops it with a checkpoint; "
+                             f"`xeoncluster down --name {name} --force` removes the cluster anyway")
+    ctx.reporter.warn(f"run {active.run} is {active.state.value}; removing the cluster anyway (--force)")
 
 
 def _remove(ctx: CommandContext, purge_images: bool) -> DownResult:
     _mark_removing(ctx)
     with ctx.reporter.step(f"removing cluster '{ctx.config.name}'"):
-        removed = ctx.provider.terminate(ctx.config)
+        # This machine's agents first: one must not start recovering while the nodes go away.
+        agents = [] if ctx.provider.agent_on_master else client.stop_local_agents(str(ctx.state.home),
+                                                                                   ctx.config.name)
+        removed = ctx.provider.terminate(ctx.config).merge(Removed({"run agents": [str(pid) for pid in agents]}))
         if purge_images:
             removed = removed.merge(ctx.provider.purge_images(ctx.config))
         ctx.state.remove()

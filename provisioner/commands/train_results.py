@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..context import CommandContext
 from ..errors import RemoteError
 from ..providers.base import Node
 from ..remote import NodeShell
@@ -14,6 +15,11 @@ from ..remote_layout import PACKAGE_ROOT
 
 # What a run leaves next to metrics.json on the master; each exists only when the run had something to put in it.
 OPTIONAL_RESULTS = ("predictions.json", "null_odds.json", "loss.png")
+
+
+def results_dir(ctx: CommandContext, run: str) -> Path:
+    """Outside the cluster's folder: `down` removes that, and results must outlive the cluster."""
+    return ctx.state.home / "results" / ctx.config.name / run
 
 
 @dataclass

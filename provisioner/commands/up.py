@@ -14,9 +14,10 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from ..agent import client
 from ..bake_lock import BakeLock
 from ..context import CommandContext
-from ..errors import ConfigError, XeonClusterError
+from ..errors import BusyError, ConfigError, XeonClusterError
 from ..image import ImageAction, ImagePlan, decide_image
 from ..playbook import load_playbooks
 from ..providers.base import Image, Network, Node
@@ -97,6 +98,11 @@ def _already_up(ctx: CommandContext, record: ClusterRecord) -> UpResult:
     if ctx.config.nodes < len(record.nodes):
         raise ConfigError(f"cluster '{record.name}' has {len(record.nodes)} nodes; shrinking to "
                           f"{ctx.config.nodes} is not supported", hint="`down` first, or pick another --name")
+    active = client.active_or_none(ctx, record)
+    if active is not None:
+        raise BusyError(f"cluster '{record.name}' is busy: run {active.run} is {active.state.value}; its agent "
+                        "replaces lost nodes itself", hint=f"`xeoncluster cancel {active.run} --name {record.name}` "
+                        "first to change the cluster")
     shell = ctx.shell()
     try:
         dead = [h for h in health(ctx, record, shell) if not h.alive]

@@ -53,6 +53,7 @@ class AwsProvider(Provider):
     notice_source = AWS.notices
     bakes_in_background = True
     launches_concurrently = True
+    agent_on_master = True
     bake_root_gib = aws_images.BAKE_ROOT_GIB
 
     def __init__(self, region: str, profile: str | None = None,
@@ -235,12 +236,12 @@ class AwsProvider(Provider):
                     else f"root volume of {node.name} is already {size} GiB")
         return True
 
-    def nodes(self, cluster: ClusterConfig) -> list[Node]:
+    def nodes(self, cluster: ClusterConfig, priced: bool = True) -> list[Node]:
         """The cluster's live instances, from tags, each with its estimated $/hour."""
         with translated(f"listing the nodes of {cluster.name}"):
             raws = describe_instances(self.ec2, cluster=cluster.name)
         nodes = sorted((to_node(r, cluster.ssh.address) for r in raws), key=node_index)
-        return node_prices(self.ec2, self._pricing(), nodes, self.region) if nodes else nodes
+        return node_prices(self.ec2, self._pricing(), nodes, self.region) if nodes and priced else nodes
 
     def host_keys(self, node: Node) -> list[str]:
         if self._console_wait is None:

@@ -152,6 +152,9 @@ class Provider(ABC):
     # Where nodes learn of a reclaim in advance (training/notices.py; EC2 spot: IMDS, about 2 minutes
     # ahead); None: nodes get no notice.
     notice_source: ClassVar[str | None] = None
+    # The run agent lives on the master (reached over SSH), not on this machine: the cluster outlives
+    # the user's machine, and the master can act on it through the provider's API itself.
+    agent_on_master: ClassVar[bool] = False
     # launch() may run in two threads at once (master and workers of a warm `up` boot together).
     launches_concurrently: ClassVar[bool] = False
     # The root disk a master is launched with when it will be baked; None: disks have no size here.
@@ -185,8 +188,9 @@ class Provider(ABC):
         """`on_snapshot` is called once the image's content is fixed, before waiting for it to be usable."""
 
     @abstractmethod
-    def nodes(self, cluster: ClusterConfig) -> list[Node]:
-        """From the provider's own truth (tags, namespaces), never from local state."""
+    def nodes(self, cluster: ClusterConfig, priced: bool = True) -> list[Node]:
+        """From the provider's own truth (tags, namespaces), never from local state. `priced`: with each
+        node's $/hour, where the provider has prices (a poll that only asks which nodes exist skips it)."""
 
     @abstractmethod
     def terminate(self, cluster: ClusterConfig) -> Removed:

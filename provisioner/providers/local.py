@@ -187,7 +187,7 @@ class LocalProvider(Provider):
                     role=role, market="local", zone=None, instance_type=None,
                     state="running" if sshd_pid(paths) else "stopped")
 
-    def nodes(self, cluster: ClusterConfig) -> list[Node]:
+    def nodes(self, cluster: ClusterConfig, priced: bool = True) -> list[Node]:
         return [self._node(cluster.name, info.node, info.ip) for info in net.cluster_namespaces(cluster.name)]
 
     def host_keys(self, node: Node) -> list[str]:

@@ -1,6 +1,6 @@
-"""Spot-native training on real local nodes: a lost node is replaced under its name and the run goes
-on from the newest checkpoint by itself; a cluster grows in place; --max-restarts 0 keeps the old
-one-line failure."""
+"""Spot-native training on real local nodes: with no CLI alive, the run's agent replaces a lost node
+under its name and the run goes on from the newest checkpoint; a cluster grows in place;
+--max-restarts 0 keeps the one-line failure."""
 from __future__ import annotations
 
 import json
@@ -43,17 +43,35 @@ def wait_for_step(env: LocalEnv, cluster: str, run: str, step: int, proc: subpro
     raise AssertionError(f"run {run} never reached step {step}")
 
 
-def test_a_lost_node_is_replaced_and_the_run_completes(local_env: LocalEnv, warm_image: str) -> None:
+def wait_for_end(env: LocalEnv, cluster: str, run: str, timeout: float = 900) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        records = {r["run"]: r for r in json.loads(env.ok("runs", "--name", cluster, "--json").out)}
+        if records[run]["state"] in ("succeeded", "failed", "cancelled"):
+            return records[run]
+        time.sleep(2)
+    raise AssertionError(f"run {run} did not end within {timeout}s")
+
+
+def test_a_detached_run_survives_a_lost_node_with_no_cli_alive(local_env: LocalEnv, warm_image: str) -> None:
     name = "e2erec"
     local_env.ok("up", "--name", name, "--nodes", "2")
     try:
-        proc = start_training(local_env, name, "lost")
-        wait_for_step(local_env, name, "lost", SAVE_STEPS + 20, proc)
+        started = local_env.ok("train", "squad", "--name", name, "--demo", "--run", "lost", "--detach", "--",
+                               "--max-steps", str(STEPS), "--save-steps", str(SAVE_STEPS))
+        assert "run lost started" in started.out  # and no CLI process is left: local_env.ok waited for it
+        log = local_env.home / "clusters" / name / "runs" / "lost" / "train.log"
+        deadline = time.monotonic() + 600
+        while f"step {SAVE_STEPS + 20}/" not in (log.read_text() if log.exists() else ""):
+            assert time.monotonic() < deadline, "the run never reached its first checkpoint"
+            time.sleep(0.5)
         lose_node(name, "node1")
-        out, _ = proc.communicate(timeout=900)
-        assert proc.returncode == 0, out[-4000:]
-        assert "run lost lost node1" in out and "restart: node1 lost" in out
-        metrics = json.loads((local_env.home / "clusters" / name / "runs" / "lost" / "metrics.json").read_text())
+        record = wait_for_end(local_env, name, "lost")
+        assert record["state"] == "succeeded" and record["restarts"] >= 1, record
+        fetched = local_env.ok("logs", "lost", "--name", name)
+        assert "agent: restart: node1 lost" in fetched.out
+        assert f"metrics: {local_env.home / 'results' / name / 'lost' / 'metrics.json'}" in fetched.out
+        metrics = json.loads((local_env.home / "results" / name / "lost" / "metrics.json").read_text())
         assert metrics["world_size"] == 2 and metrics["global_steps"] == STEPS
         [restart] = metrics["restarts"]
         assert restart["node"] == "node1" and restart["from_step"] is not None and restart["from_step"] >= SAVE_STEPS
@@ -90,7 +108,7 @@ def test_up_grows_a_running_cluster_and_train_uses_every_node(local_env: LocalEn
         local_env.ok("exec", "--name", name, "--node", "node0", "--", "ssh", "node2", "true")
         local_env.ok("train", "squad", "--name", name, "--demo", "--run", "three", "--", "--max-steps", "20",
                      timeout=900)
-        metrics = json.loads((local_env.home / "clusters" / name / "runs" / "three" / "metrics.json").read_text())
+        metrics = json.loads((local_env.home / "results" / name / "three" / "metrics.json").read_text())
         assert metrics["world_size"] == 3
         again = local_env.ok("up", "--name", name)
         assert "nothing to do" in again.err

@@ -20,17 +20,23 @@ from tests.e2e.conftest import LocalEnv
 def cluster2(local_env: LocalEnv, warm_image: str) -> Iterator[str]:
     local_env.ok("up", "--name", "e2etrain", "--nodes", "2")
     yield "e2etrain"
-    local_env.ok("down", "--name", "e2etrain")
+    local_env.ok("down", "--name", "e2etrain", "--force")  # --force: a failed test may leave its run going
 
 
 def run_dir(env: LocalEnv, cluster: str, run: str) -> Path:
+    """The run's folder on its agent's host (this machine, for local nodes): log, record, launch."""
     return env.home / "clusters" / cluster / "runs" / run
+
+
+def results_dir(env: LocalEnv, cluster: str, run: str) -> Path:
+    """Where `train` puts the run's results: outside the cluster's folder, so `down` keeps them."""
+    return env.home / "results" / cluster / run
 
 
 def test_train_squad_demo_learns_and_metrics_arrive(local_env: LocalEnv, cluster2: str, tmp_path: Path) -> None:
     result = local_env.ok("train", "squad", "--name", cluster2, "--demo", "--run", "squad-demo",
                           "--fetch-model", str(tmp_path / "fetched"), timeout=900)
-    metrics = json.loads((run_dir(local_env, cluster2, "squad-demo") / "metrics.json").read_text())
+    metrics = json.loads((results_dir(local_env, cluster2, "squad-demo") / "metrics.json").read_text())
     assert metrics["world_size"] == 2
     assert metrics["ranks_per_node"] == 1
     assert metrics["f1"] > metrics["eval_before"]["f1"] + 20
@@ -46,7 +52,7 @@ def test_train_squad_demo_learns_and_metrics_arrive(local_env: LocalEnv, cluster
 def test_second_train_sends_no_package(local_env: LocalEnv, cluster2: str) -> None:
     result = local_env.ok("train", "glue", "--name", cluster2, "--demo", "--run", "glue-demo", timeout=900)
     assert "sent to none (unchanged)" in result.out + result.err
-    metrics = json.loads((run_dir(local_env, cluster2, "glue-demo") / "metrics.json").read_text())
+    metrics = json.loads((results_dir(local_env, cluster2, "glue-demo") / "metrics.json").read_text())
     assert {"accuracy", "f1"} <= set(metrics)
     assert metrics["world_size"] == 2
 
@@ -60,7 +66,7 @@ def test_train_glue_on_the_original_mrpc_tsv(local_env: LocalEnv, cluster2: str,
     model = str(tmp_path / "demo" / "model")
     local_env.ok("train", "glue", "--name", cluster2, "--train-file", str(data), "--model", model,
                  "--run", "glue-tsv", "--offline", "--", "--max_steps", "4", timeout=900)
-    metrics = json.loads((run_dir(local_env, cluster2, "glue-tsv") / "metrics.json").read_text())
+    metrics = json.loads((results_dir(local_env, cluster2, "glue-tsv") / "metrics.json").read_text())
     assert metrics["world_size"] == 2
 
 
@@ -109,7 +115,7 @@ def test_failed_rank_is_named(local_env: LocalEnv, cluster2: str) -> None:
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     log = run_dir(local_env, cluster2, "squad-killed") / "train.log"
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline and not (log.exists() and "step" in log.read_text()):
+    while time.monotonic() < deadline and not (log.exists() and "[0] step " in log.read_text()):
         time.sleep(0.5)
     victims = rank_processes(rank=1)
     assert victims, "rank 1 is not running"
@@ -118,7 +124,7 @@ def test_failed_rank_is_named(local_env: LocalEnv, cluster2: str) -> None:
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, out + err
     line = err.strip().splitlines()[-1]
-    assert "rank 1" in line and "node1" in line
+    assert "run squad-killed failed: " in line and "rank 1" in line and "node1" in line, line
     assert f"log: {log}" in line
 
 
@@ -142,7 +148,7 @@ def test_resume_across_nodes_continues_from_the_checkpoint(local_env: LocalEnv, 
     proc.communicate(timeout=300)
     assert proc.returncode != 0
     local_env.ok(*args[:args.index("--")], "--resume", *args[args.index("--"):], timeout=900)
-    metrics = json.loads((run_dir(local_env, cluster2, "squad-resume") / "metrics.json").read_text())
+    metrics = json.loads((results_dir(local_env, cluster2, "squad-resume") / "metrics.json").read_text())
     assert metrics["resumed_from_step"] >= 40
     assert metrics["global_steps"] == 160
 
@@ -156,7 +162,7 @@ def test_official_squad_v2_scoring_of_fetched_predictions_matches_metrics(
 
     local_env.ok("train", "squad", "--name", cluster2, "--demo", "--run", "squad-official", "--",
                  "--max-steps", "300", "--no-eval-before", timeout=900)
-    run = run_dir(local_env, cluster2, "squad-official")
+    run = results_dir(local_env, cluster2, "squad-official")
     metrics = json.loads((run / "metrics.json").read_text())
     predictions = json.loads((run / "predictions.json").read_text())
     null_odds = json.loads((run / "null_odds.json").read_text())

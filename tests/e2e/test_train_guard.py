@@ -1,5 +1,6 @@
-"""`train` on a real cluster: a run owns its cluster (a second train, `up` or `down` is refused,
-`down --force` ends it), and `--resume` continues the right run or refuses."""
+"""`train` on a real cluster: the run's agent owns it (a second train, `up` or `down` is refused,
+`down --force` ends it; Ctrl-C only detaches, `cancel` stops it), and `--resume` continues the right
+run or refuses."""
 from __future__ import annotations
 
 import json
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import LocalEnv, leftovers
-from tests.e2e.test_train import run_dir
+from tests.e2e.test_train import results_dir, run_dir
 
 
 @pytest.fixture(scope="module")
@@ -82,9 +83,9 @@ def test_second_train_up_and_down_are_refused_while_a_run_holds_the_cluster(loca
         for args in (("train", "squad", "--demo", "--run", "busy-b"), ("up", "--nodes", "2"), ("down",)):
             result = local_env.cli(*args, "--name", guard_cluster)
             assert result.code == 1, f"{args}: {result.out}{result.err}"
-            line = result.err.strip()
-            assert len(line.splitlines()) == 1, line
-            assert f"cluster '{guard_cluster}' is busy: `train squad --run busy-a`" in line
+            line = error_line(result.err)
+            assert f"cluster '{guard_cluster}' is busy: run busy-a is running" in line, line
+            assert f"xeoncluster cancel busy-a --name {guard_cluster}" in line
         assert "--force" in line
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, out + err
@@ -94,19 +95,35 @@ def test_second_train_up_and_down_are_refused_while_a_run_holds_the_cluster(loca
     assert not run_dir(local_env, guard_cluster, "busy-b").exists()
 
 
-def test_down_force_during_train_names_the_lost_master(local_env: LocalEnv, warm_image: str) -> None:
+def agents_of(env: LocalEnv, cluster: str) -> list[int]:
+    """This machine's run agents of the cluster (local nodes: the agent is a process here)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"provisioner.agent" in argv and cluster.encode() in argv and \
+                f"XEONCLUSTER_HOME={env.home}".encode() in environ:
+            found.append(int(proc.name))
+    return found
+
+
+def test_down_force_during_train_ends_the_run_and_leaves_nothing(local_env: LocalEnv, warm_image: str) -> None:
     name = "e2eforce"
     local_env.ok("up", "--name", name, "--nodes", "2")
     proc = start_train(local_env, name, "forced", 5000)
     try:
-        log = wait_for_steps(local_env, name, "forced", proc)
+        wait_for_steps(local_env, name, "forced", proc)
+        assert agents_of(local_env, name)
         local_env.ok("down", "--name", name, "--force")
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 1, out + err
-        line = err.strip().splitlines()[-1]
-        assert "lost connection to node0 (master)" in line and "run forced" in line
-        assert f"log: {log}" in line
+        line = error_line(err)
+        assert "no run 'forced' on cluster 'e2eforce' any more: the cluster was removed while it ran" in line, line
         assert leftovers(local_env, name) == {"namespaces": [], "processes": [], "mounts": [], "files": []}
+        assert agents_of(local_env, name) == []
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -136,7 +153,7 @@ def test_resume_continues_the_newest_run_of_the_task_whatever_its_name(local_env
                  "--no-eval-before")
     result = local_env.ok(*common, "--resume", "--", "--max-steps", "30", "--save-steps", "10", "--no-eval-before")
     assert "run my-own-name:" in result.out + result.err
-    metrics = json.loads((run_dir(local_env, guard_cluster, "my-own-name") / "metrics.json").read_text())
+    metrics = json.loads((results_dir(local_env, guard_cluster, "my-own-name") / "metrics.json").read_text())
     assert metrics["resumed_from_step"] == 20 and metrics["global_steps"] == 30
 
 
@@ -149,33 +166,44 @@ def test_env_values_reach_the_ranks_but_no_argv_log_or_launch_json(local_env: Lo
     result = local_env.ok(*args, "--", "--max-steps", "2", "--no-eval-before")
     assert secret not in result.out + result.err
     folder = run_dir(local_env, guard_cluster, "envrun")
-    for path in folder.rglob("*"):
-        if path.is_file():
+    for path in [*folder.rglob("*"), *results_dir(local_env, guard_cluster, "envrun").rglob("*")]:
+        if path.is_file() and path.name != "env":
             assert secret.encode() not in path.read_bytes(), path
+    # The agent keeps the values as the nodes do: in a file only the owner can read.
+    assert (folder / "env").stat().st_mode & 0o777 == 0o600
     assert json.loads((folder / "launch.json").read_text())["env"]["XC_E2E_TOKEN"] == "<redacted>"
     assert "export OMP_NUM_THREADS=1" in dry.out, "planned: one thread per single-CPU node"
-    assert json.loads((folder / "metrics.json").read_text())["threads_per_rank"] == 2, "the file's values reach ranks"
+    metrics = json.loads((results_dir(local_env, guard_cluster, "envrun") / "metrics.json").read_text())
+    assert metrics["threads_per_rank"] == 2, "the file's values reach ranks"
     check = f"stat -c %a ~/xeoncluster/runs/envrun/env; grep -c {secret} ~/xeoncluster/runs/envrun/env"
     out = local_env.ok("exec", "--name", guard_cluster, "--", check).out
     assert sorted(line.replace(" ", "") for line in out.splitlines()) == ["node0|1", "node0|600", "node1|1",
                                                                           "node1|600"]
 
 
-def test_ctrl_c_names_the_run_its_log_and_the_resume_command(local_env: LocalEnv, guard_cluster: str) -> None:
+def test_ctrl_c_detaches_and_cancel_stops_the_run_with_a_checkpoint(local_env: LocalEnv,
+                                                                      guard_cluster: str) -> None:
     proc = start_train(local_env, guard_cluster, "intr", 5000, "--offline")
     try:
-        log = wait_for_steps(local_env, guard_cluster, "intr", proc)
+        wait_for_steps(local_env, guard_cluster, "intr", proc)
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130, out + err
-    line = error_line(err)
-    assert "interrupted: run intr stopped" in line and f"log: {log}" in line
-    assert (f"xeoncluster train squad --name {guard_cluster} --demo --offline --run intr --resume -- "
-            "--max-steps 5000 --no-eval-before") in line
+    assert proc.returncode == 0, out + err
+    assert (f"detached: run intr goes on on the cluster; follow it with `xeoncluster logs intr -f --name "
+            f"{guard_cluster}`, stop it with `xeoncluster cancel intr --name {guard_cluster}`") in out
+    time.sleep(2)
+    assert cluster_ranks(guard_cluster), "the run goes on without the CLI"
+    cancelled = local_env.ok("cancel", "--name", guard_cluster)
+    assert "run intr: cancelled, step " in cancelled.out and "--run intr --resume" in cancelled.out
     assert no_ranks_left(guard_cluster)
+    [record] = [r for r in json.loads(local_env.ok("runs", "--name", guard_cluster, "--json").out)
+                if r["run"] == "intr"]
+    assert record["state"] == "cancelled"
+    again = local_env.cli("cancel", "intr", "--name", guard_cluster)
+    assert again.code == 2 and "run intr has already cancelled" in error_line(again.err)
     again = local_env.cli("train", "squad", "--demo", "--name", guard_cluster, "--run", "after-intr", "--",
                           "--max-steps", "2", "--no-eval-before")
     assert again.code == 0, again.err

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from provisioner.agent.failure import failure_line
 from provisioner.cli import main
-from provisioner.commands.train_failure import failure_line
 from provisioner.errors import ConfigError
 from provisioner.providers.aws import AwsProvider
 from provisioner.stacks import check_stack, get_stack

@@ -6,7 +6,7 @@ import threading
 from types import SimpleNamespace
 from typing import Any
 
-from provisioner.commands.train_watch import NodeWatch
+from provisioner.agent.node_watch import NodeWatch
 from provisioner.errors import ProviderError
 
 
@@ -16,7 +16,7 @@ class Fleet:
     def __init__(self, *answers: Any) -> None:
         self.answers = list(answers)
 
-    def nodes(self, config: object) -> list[SimpleNamespace]:
+    def nodes(self, config: object, priced: bool = True) -> list[SimpleNamespace]:
         answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
         if isinstance(answer, Exception):
             raise answer

@@ -51,7 +51,7 @@ class NodeWatch:
 
     def _missing(self) -> list[str]:
         try:
-            alive = {node.name for node in self.ctx.provider.nodes(self.ctx.config)}
+            alive = {node.name for node in self.ctx.provider.nodes(self.ctx.config, priced=False)}
         except (XeonClusterError, OSError):
             return []  # an unanswered question is not a lost node; the job's own end still counts
         return [name for name in self.names if name not in alive]

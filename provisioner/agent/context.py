@@ -1,0 +1,22 @@
+"""The run agent's command context, built from its own home on the host it runs on: the config the
+cluster was created with, its state (nodes, pinned host keys, the key), the provider and a reporter
+that writes plain lines to the agent's log."""
+from __future__ import annotations
+
+import sys
+
+from ..config import load_config
+from ..context import CommandContext, make_context
+from ..errors import XeonClusterError
+from ..progress import Reporter
+from ..state import StateDir
+
+
+def agent_context(cluster: str) -> CommandContext:
+    state = StateDir(cluster)
+    record = state.load()
+    if record is None:
+        raise XeonClusterError(f"no state for cluster '{cluster}' in {state.path}")
+    ctx = make_context(load_config(None, record.config))
+    ctx.reporter = Reporter(stream=sys.stderr, fancy=False)
+    return ctx

@@ -1,0 +1,36 @@
+"""What `train` hands the run agent: the request and the first launch plan (request.json), and the
+--env values, kept apart in a file only the owner can read (env, mode 0600), as on the nodes."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+
+from pydantic import TypeAdapter
+
+from ..train_plan import LaunchPlan, TrainRequest
+
+_REQUEST = TypeAdapter(TrainRequest)
+_PLAN = TypeAdapter(LaunchPlan)
+
+
+@dataclass(frozen=True)
+class Submission:
+    request: TrainRequest
+    plan: LaunchPlan
+
+    def to_json(self) -> str:
+        """The request without its --env values (only their names), and the plan."""
+        public = replace(self.request, env=tuple((name, "") for name, _ in self.request.env))
+        return json.dumps({"request": json.loads(_REQUEST.dump_json(public)),
+                           "plan": json.loads(_PLAN.dump_json(self.plan))}, indent=1)
+
+    def env_json(self) -> str:
+        return json.dumps(dict(self.request.env))
+
+    @classmethod
+    def from_json(cls, text: str, env_text: str = "{}") -> Submission:
+        data = json.loads(text)
+        request = _REQUEST.validate_python(data["request"])
+        values = json.loads(env_text or "{}")
+        request = replace(request, env=tuple((name, str(values.get(name, ""))) for name, _ in request.env))
+        return cls(request, _PLAN.validate_python(data["plan"]))
