@@ -168,6 +168,8 @@ class UpSteps:
         steps: list[Step] = [("prepare: key, network", self.prepare),
                              (f"image: {self.image.action.value}", self.use_image),
                              ("launch master", self.launch_master)]
+        if self.ctx.provider.agent_on_master:
+            steps.insert(1, ("the master's role for its run agent", self.agent_access))
         workers = [(f"launch {nodes - 1} worker(s)", self.launch_workers)] if nodes > 1 else []
         if self._launch_together():
             steps[-1] = (f"launch master and {nodes - 1} worker(s)", self.launch_all)
@@ -206,6 +208,10 @@ class UpSteps:
         for kind, ids in prepared.created.items():
             self.record.add_resources(kind, ids)
         self.network = prepared.network
+
+    def agent_access(self) -> None:
+        created = self.ctx.provider.prepare_agent_access(self.ctx.config, self.network, self.image.key)
+        self.record.add_resources("role", created)
 
     def use_image(self) -> None:
         self.ctx.reporter.detail(self.image.describe())

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, ProviderError
 from ..topology import CpuTopology
-from . import aws_images, aws_instances, aws_network, aws_plan, aws_prepare, aws_teardown, aws_volumes
+from . import aws_images, aws_instances, aws_network, aws_plan, aws_prepare, aws_role, aws_teardown, aws_volumes
 from .aws_checkip import checkip_caller_ip
 from .aws_clients import OPTIONAL_RETRIES, ApiCall, AwsClients, translated
 from .aws_console import ConsoleWait, poll_host_keys
@@ -100,6 +100,26 @@ class AwsProvider(Provider):
 
     def _find_network(self, cluster: ClusterConfig) -> Network:
         return aws_prepare.find_network(self.ec2, cluster)
+
+    def prepare_agent_access(self, cluster: ClusterConfig, network: Network | None, image_key: str | None) -> list[str]:
+        """The master's role and instance profile, scoped to this cluster (aws_role.py)."""
+        with translated(f"preparing the master's role for {cluster.name}"):
+            network = network or self._find_network(cluster)
+            scope = aws_role.RoleScope(
+                cluster.name, self.region, self.account_id(), str(network.security_group_id),
+                tuple(network.subnets.values()), self._base_image_id(cluster), image_key)
+            result = aws_role.ensure_master_role(self.clients.client("iam"), scope)
+        self.events(f"role {result.name} for the master's run agent: {'created' if result.created else 'updated'}")
+        return [result.name] if result.created else []
+
+    def _master_profile(self, cluster: ClusterConfig) -> str | None:
+        """The master's instance profile, if `up` made one (a provider used on its own may not have)."""
+        name = aws_role.role_name(cluster.name, self.region)
+        return name if aws_role.profile_exists(self.clients.client("iam"), name) else None
+
+    def account_id(self) -> str:
+        with translated("reading the AWS identity"):
+            return str(self.clients.client("sts").get_caller_identity()["Account"])
 
     # -- images ----------------------------------------------------------------------------
     def base_image(self, cluster: ClusterConfig) -> BaseImage:
@@ -213,6 +233,7 @@ class AwsProvider(Provider):
             key_name=aws_network.resource_name(cluster.name), security_group_id=str(network.security_group_id),
             subnets=dict(network.subnets),
             placement_group=aws_network.resource_name(cluster.name) if cluster.placement_group else None,
+            instance_profile=self._master_profile(cluster) if role == "master" else None,
             # Whatever address SSH uses, nodes need a way out to apt, PyPI and the Hugging Face hub;
             # in a default VPC that is a public IP (preflight checks the subnets' default route).
             public_ip=True)
@@ -268,8 +289,9 @@ class AwsProvider(Provider):
             groups = aws_teardown.delete_security_groups(ec2, cluster.name, self.sleep, self.events)
             keys = aws_teardown.delete_key_pairs(ec2, cluster.name)
             placement = aws_teardown.delete_placement_groups(ec2, cluster.name, self.events)
+            roles = aws_role.delete_master_role(self.clients.client("iam"), cluster.name, self.region)
         removed = Removed({"instances": instance_ids, "spot_requests": spot, "security_group": groups,
-                           "key_pair": keys, "placement_group": placement})
+                           "key_pair": keys, "placement_group": placement, "role": roles})
         counts = ", ".join(f"{len(v)} {k}" for k, v in removed.items.items() if v) or "nothing"
         self.events(f"terminate {cluster.name}: removed {counts}")
         return removed
@@ -293,4 +315,5 @@ class AwsProvider(Provider):
 
     def planned_resources(self, cluster: ClusterConfig) -> list[PlannedResource]:
         with translated(f"planning {cluster.name} in {self.region}"):
-            return aws_plan.planned_resources(self.ec2, cluster, self.ssh_cidr(cluster))
+            return aws_plan.planned_resources(self.ec2, self.clients.client("iam"), cluster, self.ssh_cidr(cluster),
+                                              self.region)

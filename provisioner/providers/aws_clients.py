@@ -146,8 +146,15 @@ def is_retryable(exc: BaseException) -> bool:
         if code in CAPACITY_CODES:
             return False
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        return code in THROTTLING_CODES or code in TRANSIENT_CODES or status in (502, 503, 504)
+        return (code in THROTTLING_CODES or code in TRANSIENT_CODES or status in (502, 503, 504)
+                or _profile_not_ready(exc))
     return isinstance(exc, (BotoConnectionError, HTTPClientError))
+
+
+def _profile_not_ready(exc: ClientError) -> bool:
+    """EC2 learns of a new instance profile some seconds after IAM created it (eventual consistency)."""
+    message = str(exc.response.get("Error", {}).get("Message", ""))
+    return error_code(exc) == "InvalidParameterValue" and "iamInstanceProfile" in message
 
 
 T = TypeVar("T")

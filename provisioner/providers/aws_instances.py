@@ -66,6 +66,7 @@ class LaunchSpec:
     subnets: dict[str, str]
     placement_group: str | None
     public_ip: bool
+    instance_profile: str | None = None  # the master's: its run agent acts on the cluster with it
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,8 @@ def run_request(spec: LaunchSpec, attempt: Attempt, client_token: str) -> dict[s
     }
     if spec.placement_group:
         request["Placement"] = {"GroupName": spec.placement_group}
+    if spec.instance_profile:
+        request["IamInstanceProfile"] = {"Name": spec.instance_profile}
     if attempt.market == "spot":
         request["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": {
             "SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}}

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from botocore.exceptions import ClientError
+
 from ..errors import ConfigError
 from ..topology import CpuTopology
-from . import aws_catalog, aws_network
+from . import aws_catalog, aws_network, aws_role
+from .aws_clients import error_code
 from .base import PlannedResource
 
 if TYPE_CHECKING:
@@ -29,7 +32,7 @@ def machine_topology(instance_type: str) -> CpuTopology:
     return aws_catalog.topology_of(kind)
 
 
-def planned_resources(ec2: Any, cluster: ClusterConfig, ssh_cidr: str) -> list[PlannedResource]:
+def planned_resources(ec2: Any, iam: Any, cluster: ClusterConfig, ssh_cidr: str, region: str) -> list[PlannedResource]:
     name = aws_network.resource_name(cluster.name)
     vpc_id = aws_network.resolve_vpc(ec2, cluster.vpc_id)
     has_key = bool(ec2.describe_key_pairs(Filters=[{"Name": "key-name", "Values": [name]}])["KeyPairs"])
@@ -44,4 +47,17 @@ def planned_resources(ec2: Any, cluster: ClusterConfig, ssh_cidr: str) -> list[P
         unchecked = "; not checked (DescribePlacementGroups not implemented here)" if found is None else ""
         resources.append(PlannedResource("placement_group", name, "reuse" if found else "create",
                                          f"strategy cluster{unchecked}"))
-    return resources
+    return [*resources, _planned_role(iam, cluster, region)]
+
+
+def _planned_role(iam: Any, cluster: ClusterConfig, region: str) -> PlannedResource:
+    role = aws_role.role_name(cluster.name, region)
+    try:
+        iam.get_role(RoleName=role)
+        action = "reuse"
+    except ClientError as exc:
+        if error_code(exc) != "NoSuchEntity":
+            raise
+        action = "create"
+    return PlannedResource("role", role, action, "the master's run agent: launch, tag and terminate this cluster's "
+                                                 "instances only (+ instance profile)")

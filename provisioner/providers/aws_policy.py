@@ -30,12 +30,20 @@ ACTIONS: dict[str, tuple[str, ...]] = {
         # Not called directly: EC2 authorizes tags passed in TagSpecifications (tag on create) as CreateTags.
         "CreateTags",
     ),
+    # The master's role and instance profile (aws_role.py), on xeoncluster-* names only.
+    "iam": ("GetRole", "CreateRole", "PutRolePolicy", "ListRolePolicies", "DeleteRolePolicy", "DeleteRole",
+            "GetInstanceProfile", "CreateInstanceProfile", "AddRoleToInstanceProfile",
+            "RemoveRoleFromInstanceProfile", "DeleteInstanceProfile", "TagRole", "TagInstanceProfile",
+            # Not called directly: EC2 authorizes launching the master with its instance profile as PassRole.
+            "PassRole"),
     "sts": ("GetCallerIdentity",),
     "ssm": ("GetParameter",),
     "pricing": ("GetProducts",),
     "servicequotas": ("GetServiceQuota",),
 }
-TAG_ON_CREATE_ONLY = frozenset({"ec2:CreateTags"})
+# Never called by name: EC2 and IAM authorize tags given at creation as CreateTags/TagRole/
+# TagInstanceProfile, and an instance profile given to RunInstances as PassRole on its role.
+TAG_ON_CREATE_ONLY = frozenset({"ec2:CreateTags", "iam:TagRole", "iam:TagInstanceProfile", "iam:PassRole"})
 # boto3 service name -> IAM prefix, where they differ
 IAM_PREFIX = {"service-quotas": "servicequotas"}
 
@@ -50,7 +58,13 @@ def policy_document() -> dict[str, Any]:
         "Version": "2012-10-17",
         "Statement": [
             {"Sid": "XeonclusterEc2AndEstimates", "Effect": "Allow",
-             "Action": [a for a in actions() if not a.startswith("ssm:")], "Resource": "*"},
+             "Action": [a for a in actions() if not a.startswith(("ssm:", "iam:"))], "Resource": "*"},
+            {"Sid": "XeonclusterMasterRole", "Effect": "Allow",
+             "Action": [a for a in actions() if a.startswith("iam:") and a != "iam:PassRole"],
+             "Resource": ["arn:aws:iam::*:role/xeoncluster-*", "arn:aws:iam::*:instance-profile/xeoncluster-*"]},
+            {"Sid": "XeonclusterPassMasterRoleToEc2", "Effect": "Allow", "Action": ["iam:PassRole"],
+             "Resource": "arn:aws:iam::*:role/xeoncluster-*",
+             "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}},
             {"Sid": "XeonclusterUbuntuImageId", "Effect": "Allow", "Action": ["ssm:GetParameter"],
              "Resource": ubuntu},
         ],

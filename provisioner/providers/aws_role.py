@@ -9,15 +9,14 @@ that already carry that tag. Storage access is limited to the cluster's own pref
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from .aws_clients import error_code
-from .base import TAG_CLUSTER
+from .base import TAG_CLUSTER, TAG_IMAGE_KEY
 
 # Describe calls have no resource-level permissions; GetConsoleOutput reads a new node's host keys.
 READ_ACTIONS = (
@@ -41,7 +40,8 @@ class RoleScope:
     account: str
     security_group_id: str
     subnet_ids: tuple[str, ...]
-    image_ids: tuple[str, ...]
+    base_image: str | None       # the AMI nodes start from before any bake
+    image_key: str | None        # images of this key (baked by any cluster) serve this cluster
     storage: tuple[str, str] | None = None  # (bucket, prefix) on S3
 
     def arn(self, kind: str, name: str) -> str:
@@ -57,20 +57,23 @@ def role_name(cluster: str, region: str) -> str:
 def master_policy(scope: RoleScope) -> dict[str, Any]:
     tagged = {"StringEquals": {f"aws:RequestTag/{TAG_CLUSTER}": scope.cluster}}
     owned = {"StringEquals": {f"ec2:ResourceTag/{TAG_CLUSTER}": scope.cluster}}
-    used = ([scope.arn("security-group", scope.security_group_id)]
-            + [scope.arn("subnet", s) for s in scope.subnet_ids] + [scope.arn("image", i) for i in scope.image_ids]
+    used = ([scope.arn("security-group", scope.security_group_id)] + [scope.arn("subnet", s) for s in scope.subnet_ids]
             + [scope.arn("key-pair", f"xeoncluster-{scope.cluster}"),
-               scope.arn("placement-group", f"xeoncluster-{scope.cluster}")])
+               scope.arn("placement-group", f"xeoncluster-{scope.cluster}")]
+            + ([scope.arn("image", scope.base_image)] if scope.base_image else []))
     statements: list[dict[str, Any]] = [
         _allow("Read", list(READ_ACTIONS), "*"),
         _allow("LaunchTagged", ["ec2:RunInstances"], [scope.arn(k, "*") for k in CREATED_BY_LAUNCH], tagged),
         _allow("LaunchInterface", ["ec2:RunInstances"], [scope.arn("network-interface", "*")]),
-        _allow("LaunchWithOwnNetworkAndImages", ["ec2:RunInstances"], used),
+        _allow("LaunchWithOwnNetwork", ["ec2:RunInstances"], used),
         _allow("TagOnLaunch", ["ec2:CreateTags"], [scope.arn(k, "*") for k in CREATED_BY_LAUNCH],
                {"StringEquals": {"ec2:CreateAction": "RunInstances",
                                  f"aws:RequestTag/{TAG_CLUSTER}": scope.cluster}}),
         _allow("OwnInstancesOnly", ["ec2:TerminateInstances", "ec2:CreateTags"], [scope.arn("instance", "*")], owned),
     ]
+    if scope.image_key:
+        statements.append(_allow("LaunchFromOwnImages", ["ec2:RunInstances"], [scope.arn("image", "*")],
+                                 {"StringEquals": {f"ec2:ResourceTag/{TAG_IMAGE_KEY}": scope.image_key}}))
     if scope.storage is not None:
         statements += _storage_statements(*scope.storage)
     return {"Version": "2012-10-17", "Statement": statements}
@@ -150,20 +153,11 @@ def delete_master_role(iam: Any, cluster: str, region: str) -> list[str]:
     return removed
 
 
-def profile_not_ready(exc: ClientError) -> bool:
-    """EC2 learns of a new instance profile some seconds after IAM created it."""
-    text = str(exc.response.get("Error", {}).get("Message", ""))
-    return error_code(exc) == "InvalidParameterValue" and "iamInstanceProfile" in text
-
-
-def wait_for_profile(call: Callable[[], Any], sleep: Callable[[float], None] = time.sleep,
-                     delays: Sequence[float] = (2, 4, 8, 15, 30)) -> Any:
-    """Retry a launch that names a just-created instance profile while EC2 does not know it yet."""
-    for delay in (*delays, None):
-        try:
-            return call()
-        except ClientError as exc:
-            if delay is None or not profile_not_ready(exc):
-                raise
-            sleep(delay)
-    raise AssertionError("unreachable")
+def profile_exists(iam: Any, name: str) -> bool:
+    try:
+        iam.get_instance_profile(InstanceProfileName=name)
+    except ClientError as exc:
+        if error_code(exc) == "NoSuchEntity":
+            return False
+        raise
+    return True

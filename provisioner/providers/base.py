@@ -212,6 +212,12 @@ class Provider(ABC):
         (Where supported, this may wait a while for the keys to appear.)"""
         return []
 
+    def prepare_agent_access(self, cluster: ClusterConfig, network: Network | None, image_key: str | None) -> list[str]:
+        """Give the master what its run agent needs to act on the cluster by itself (on a cloud: a role
+        scoped to this cluster); idempotent. Returns what it created. Not supported: the agent runs on
+        this machine, with the user's own access."""
+        return []
+
     def pending_image(self, key: str) -> PendingImage | None:
         """Not supported: images are made while `up` waits, so none is ever left pending. Read-only."""
         return None

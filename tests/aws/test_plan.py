@@ -22,7 +22,8 @@ def test_plan_for_a_fresh_cluster(provider, aws, tmp_path):
     plan = make_plan(provider, cluster, tmp_path)
     assert aws.mutating(service=None) == []
     assert [(r.kind, r.action) for r in plan.resources] == [
-        ("key_pair", "create"), ("security_group", "create"), ("placement_group", "create")]
+        ("key_pair", "create"), ("security_group", "create"), ("placement_group", "create"), ("role", "create")]
+    assert plan.resources[-1].name == "xeoncluster-t1-us-east-1"
     assert "tcp/22 from 203.0.113.7/32" in plan.resources[1].detail
     assert (plan.image.action, plan.image.image, plan.image.base_id) == ("bake", None, UBUNTU_AMI)
     master, workers = plan.instances
@@ -38,13 +39,14 @@ def test_plan_for_a_fresh_cluster(provider, aws, tmp_path):
 
 def test_plan_reuses_what_exists(provider, aws, tmp_path):
     cluster = cluster_config(nodes=2)
-    provider.prepare(cluster, PUBLIC_KEY)
+    prepared = provider.prepare(cluster, PUBLIC_KEY)
+    provider.prepare_agent_access(cluster, prepared.network, stock_image_key())
     node = provider.launch(cluster, 1, None, "master", 0)[0]
     image = provider.bake(cluster, node, stock_image_key())
     aws.clear()
     plan = make_plan(provider, cluster, tmp_path)
     assert aws.mutating(service=None) == []
-    assert [r.action for r in plan.resources] == ["reuse", "reuse"]
+    assert [r.action for r in plan.resources] == ["reuse", "reuse", "reuse"]
     assert (plan.image.action, plan.image.image.id) == ("reuse", image.id)
     assert [i.image for i in plan.instances] == [image.id, image.id]
 
