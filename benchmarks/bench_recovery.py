@@ -1,41 +1,42 @@
-"""How long a training run takes to come back after losing a node, against a warm one-node `up`
-measured in the same run, and how many steps the loss cost, with and without a notice.
+"""The pause a lost node costs a run (from the last step before the stop or loss to the first step
+after it), against a warm one-node `up` measured in the same run, and the steps lost, with and
+without a notice. The run is detached: no CLI is alive while its agent recovers it.
 
---on local (default): node1's namespace and processes vanish mid-run (no notice), or node1 gets a
-stop request, which is what the watcher does on an interruption notice: checkpoint the current step,
-then stop.
---on standin: the EC2 stand-in (started and stopped here; needs root). node1 gets a spot
-interruption with 0 s of notice (the instance is reclaimed at once) or with --notice seconds; the
-replacement launches from the cluster's AMI.
+--on local (default): node1's namespace and processes vanish mid-run (no notice), or node1 announces
+its end (a notice file in its home, with a deadline --notice seconds away): the agent replaces it
+while the ranks train on.
+--on standin: the EC2 stand-in (started and stopped here; needs root), unscaled latency model (a boot
+takes 20 s). node1 gets a spot interruption with 0 s of notice (reclaimed at once), or with
+--notice seconds (default 120): the agent on the master replaces it while the ranks train on.
 
-The recovery time runs from the loss to the first step the resumed run logs.
+The times come from the run's own events (events.jsonl on the agent's host).
 
-    python benchmarks/bench_recovery.py [--on local|standin] [--steps 400] [--save-steps 40]
+    python benchmarks/bench_recovery.py [--on local|standin] [--steps N] [--save-steps 40] [--notice 120]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-STANDIN = REPO / "scripts" / "aws-standin.sh"
 SUBNET = "10.216.0.0/24"
-STEP = re.compile(r"^\[0\] step (\d+)/", re.M)
+sys.path.insert(0, str(REPO))
+from training.events import RunEvent, read_events  # noqa: E402 - this checkout's, whether installed or not
 
 
 @dataclass
 class Recovery:
     kind: str  # no-notice | notice
     lost_at_step: int
-    recovery_seconds: float
+    pause_seconds: float
     lost_steps: int
     restart: dict[str, object]
 
@@ -51,12 +52,19 @@ class Cli:
     def argv(self, *args: str) -> list[str]:
         return [*self.prefix, sys.executable, "-m", "provisioner.cli", "--config", str(self.config), *args]
 
-    def run(self, *args: str) -> float:
-        started = time.monotonic()
+    def out(self, *args: str) -> str:
         proc = subprocess.run(self.argv(*args), env=self.env, capture_output=True, text=True, cwd=self.home)
         if proc.returncode != 0:
             raise SystemExit(f"xeoncluster {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+        return proc.stdout
+
+    def run(self, *args: str) -> float:
+        started = time.monotonic()
+        self.out(*args)
         return time.monotonic() - started
+
+    def record(self, cluster: str, run: str) -> dict[str, Any]:
+        return next(r for r in json.loads(self.out("runs", "--name", cluster, "--json")) if r["run"] == run)
 
     def node_id(self, cluster: str, node: str) -> str:
         state = json.loads((self.home / "clusters" / cluster / "state.json").read_text())
@@ -64,45 +72,57 @@ class Cli:
 
 
 def standin(*args: str) -> str:
-    return subprocess.run([str(STANDIN), *args], check=True, capture_output=True, text=True).stdout
+    return subprocess.run([sys.executable, "-P", "-m", "standin", *args], check=True, capture_output=True,
+                          text=True, env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
 
 
-def lose_local(cli: Cli, cluster: str, run: str, kind: str, notice: float) -> None:
-    if kind == "no-notice":
+def lose(cli: Cli, on: str, cluster: str, run: str, kind: str, notice: float) -> None:
+    if on == "standin":
+        standin("interrupt", cli.node_id(cluster, "node1"), "0" if kind == "no-notice" else str(notice))
+    elif kind == "no-notice":
         ns = f"xc-{cluster}-node1"
         pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
         subprocess.run(["kill", "-9", *pids], capture_output=True)
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-    else:
-        cli.run("exec", "--name", cluster, "--node", "node1", "--", f"touch ~/xeoncluster/runs/{run}/stop-request")
+    else:  # a local node announces its end in its own home (training/notices.py, node-file)
+        notice = json.dumps({"reason": "benchmark notice", "deadline": time.time() + notice})
+        cli.run("exec", "--name", cluster, "--node", "node1", "--", f"echo '{notice}' > ~/xeoncluster/notice")
 
 
-def lose_on_standin(cli: Cli, cluster: str, run: str, kind: str, notice: float) -> None:
-    standin("interrupt", cli.node_id(cluster, "node1"), "0" if kind == "no-notice" else str(notice))
+def events(cli: Cli, on: str, cluster: str, run: str) -> list[RunEvent]:
+    if on == "local":
+        return read_events((cli.home / "clusters" / cluster / "runs" / run / "events.jsonl").read_text())
+    text = cli.out("exec", "--name", cluster, "--node", "node0", "--",
+                   f"cat ~/xeoncluster/agent/clusters/{cluster}/runs/{run}/events.jsonl")
+    return read_events("\n".join(line.split("| ", 1)[1] for line in text.splitlines() if "| " in line))
 
 
-def steps_in(log: Path) -> list[int]:
-    return [int(s) for s in STEP.findall(log.read_text())] if log.exists() else []
+def pause(found: list[RunEvent], lost_at: float) -> float:
+    """From the last step before the stop (or the loss, without a stop) to the first step after."""
+    restarted = next(i for i, e in enumerate(found) if e.kind == "started" and i > 0 and e.time > lost_at)
+    before = [e for e in found[:restarted] if e.kind == "step"]
+    stopped = next((e for e in found[:restarted] if e.kind == "stopped"), None)
+    last = before[-1].time if stopped is not None else min(lost_at, before[-1].time)
+    first = next(e for e in found[restarted:] if e.kind == "step")
+    return first.time - last
 
 
 def measure(cli: Cli, cluster: str, kind: str, args: argparse.Namespace) -> Recovery:
     run = f"rec-{kind}"
-    log = cli.home / "clusters" / cluster / "runs" / run / "train.log"
-    train = subprocess.Popen(cli.argv("train", "squad", "--name", cluster, "--demo", "--run", run, "--",
-                                      "--max-steps", str(args.steps), "--save-steps", str(args.save_steps)),
-                             env=cli.env, cwd=cli.home, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while train.poll() is None and max(steps_in(log), default=0) < args.save_steps + args.save_steps // 2:
-        time.sleep(0.2)
-    lost_at, t_lost = max(steps_in(log), default=0), time.monotonic()
-    (lose_on_standin if args.on == "standin" else lose_local)(cli, cluster, run, kind, args.notice)
-    seen = len(steps_in(log))
-    while train.poll() is None and not ("resuming from" in log.read_text() and len(steps_in(log)) > seen):
-        time.sleep(0.2)
-    recovered = time.monotonic() - t_lost
-    if train.wait() != 0:
-        raise SystemExit(f"the {kind} run failed; see {log}")
-    metrics = json.loads((log.parent / "metrics.json").read_text())
-    return Recovery(kind, lost_at, round(recovered, 1), int(metrics["lost_steps"]), metrics["restarts"][0])
+    cli.out("train", "squad", "--name", cluster, "--demo", "--run", run, "--detach", "--",
+            "--max-steps", str(args.steps), "--save-steps", str(args.save_steps))
+    while int(cli.record(cluster, run)["step"]) < args.save_steps + args.save_steps // 2:
+        time.sleep(1)
+    lost_at_step, lost_at = int(cli.record(cluster, run)["step"]), time.time()
+    lose(cli, args.on, cluster, run, kind, args.notice)
+    while (record := cli.record(cluster, run))["state"] not in ("succeeded", "failed", "cancelled"):
+        time.sleep(2)
+    if record["state"] != "succeeded":
+        raise SystemExit(f"the {kind} run ended {record['state']}: {record['error']}")
+    cli.out("logs", run, "--name", cluster)  # fetches metrics.json
+    metrics = json.loads((cli.home / "results" / cluster / run / "metrics.json").read_text())
+    return Recovery(kind, lost_at_step, round(pause(events(cli, args.on, cluster, run), lost_at), 1),
+                    int(metrics["lost_steps"]), metrics["restarts"][0])
 
 
 def recoveries(cli: Cli, args: argparse.Namespace) -> tuple[float, list[Recovery]]:
@@ -114,16 +134,17 @@ def recoveries(cli: Cli, args: argparse.Namespace) -> tuple[float, list[Recovery
     try:
         return warm_up, [measure(cli, "benchrec", kind, args) for kind in ("no-notice", "notice")]
     finally:
-        cli.run("down", "--name", "benchrec", *(["--purge-images"] if args.on == "standin" else []))
+        cli.run("down", "--name", "benchrec", "--force", *(["--purge-images"] if args.on == "standin" else []))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--on", choices=("local", "standin"), default="local")
-    parser.add_argument("--steps", type=int, default=400)
+    parser.add_argument("--steps", type=int, help="default 400 (local), 1500 (stand-in: outlasts the notice)")
     parser.add_argument("--save-steps", type=int, default=40)
-    parser.add_argument("--notice", type=float, default=30.0, help="stand-in: seconds of notice before reclaim")
+    parser.add_argument("--notice", type=float, default=120.0, help="stand-in: seconds of notice before reclaim")
     args = parser.parse_args()
+    args.steps = args.steps or (1500 if args.on == "standin" else 400)
     work = Path(tempfile.mkdtemp(prefix="xc-bench-recovery-"))
     if args.on == "local":
         config = work / "cluster.yaml"
@@ -133,15 +154,15 @@ def main() -> None:
         standin("stop")
         standin("start")
         try:
-            cli = Cli(work, Path(standin("config").strip()), [str(STANDIN), "run", "--"])
-            warm_up, results = recoveries(cli, args)
+            prefix = [sys.executable, "-P", "-m", "standin", "run", "--"]
+            warm_up, results = recoveries(Cli(work, Path(standin("config").strip()), prefix), args)
         finally:
             standin("stop")
     print(json.dumps({"on": args.on, "warm_one_node_up_seconds": round(warm_up, 1), "save_steps": args.save_steps,
-                      "runs": [asdict(r) for r in results]}, indent=2))
-    print(f"{'loss':10} {'recovery s':>10} {'vs warm up':>10} {'lost steps':>10}")
+                      "notice_seconds": args.notice, "runs": [asdict(r) for r in results]}, indent=2))
+    print(f"{'loss':10} {'pause s':>8} {'vs warm up':>10} {'lost steps':>10}")
     for r in results:
-        print(f"{r.kind:10} {r.recovery_seconds:>10.1f} {r.recovery_seconds / warm_up:>10.2f} {r.lost_steps:>10}")
+        print(f"{r.kind:10} {r.pause_seconds:>8.1f} {r.pause_seconds / warm_up:>10.2f} {r.lost_steps:>10}")
 
 
 if __name__ == "__main__":

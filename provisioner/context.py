@@ -49,7 +49,9 @@ class CommandContext:
         if record is None or not record.nodes or (ready and not record.ready):
             raise XeonClusterError(f"cluster '{self.config.name}' is not up",
                                    hint=f"run `xeoncluster up --name {self.config.name}` first")
-        return record
+        from .agent.sync import refresh  # the agent's changes (replaced nodes) come back here first
+
+        return refresh(self, record)
 
 
 def resolve_config(options: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,

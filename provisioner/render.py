@@ -90,7 +90,15 @@ def status_table(result: StatusResult) -> None:
             price = f"{node.price_per_hour:.3f}" if node.price_per_hour is not None else "-"
             cells += [node.market, node.zone or "-", node.instance_type or "-", price]
         table.add_row(*cells)
-    _console().print(table)
+    console = _console()
+    console.print(table)
+    if result.run is not None:
+        r = result.run
+        step = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
+        console.print(f"run {r.run}: {r.state.value}, step {step}, {len(r.restarts)} restart(s), "
+                      f"${r.cost_usd:.4f} so far")
+    for note in result.notes:
+        console.print(f"note: {note}")
 
 
 def images_table(images: list[Image]) -> None:

@@ -1,4 +1,4 @@
-"""python -m standin start|stop|run|config|status|interrupt|faults (and `daemon`, internal)."""
+"""python -m standin start|stop|run|config|status|interrupt|rebalance|faults (and `daemon`, internal)."""
 from __future__ import annotations
 
 import argparse
@@ -25,6 +25,8 @@ def parser() -> argparse.ArgumentParser:
     interrupt = sub.add_parser("interrupt", help="spot interruption: notice now, terminated after SECONDS")
     interrupt.add_argument("instance_id")
     interrupt.add_argument("seconds", nargs="?", type=float)
+    rebalance = sub.add_parser("rebalance", help="rebalance recommendation: an elevated risk of interruption")
+    rebalance.add_argument("instance_id")
     faults = sub.add_parser("faults", help="show or set fault knobs: KEY=VALUE ... (VALUE as JSON)")
     faults.add_argument("assignments", nargs="*")
     sub.add_parser("daemon", help=argparse.SUPPRESS)
@@ -52,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         _print(lifecycle.status(paths))
     elif args.command == "interrupt":
         _print(lifecycle.interrupt(paths, args.instance_id, args.seconds))
+    elif args.command == "rebalance":
+        _print(lifecycle.rebalance(paths, args.instance_id))
     elif args.command == "faults":
         _print(lifecycle.set_faults(paths, dict(parse_assignment(a) for a in args.assignments)).__dict__)
     return 0

@@ -67,10 +67,9 @@ def main(paths: Paths) -> None:
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per API call otherwise
     from .moto_hooks import use_only_base_ami
     use_only_base_ami(paths.run, plan.base_ami)  # before moto is imported
-    from moto.server import ThreadedMotoServer
-
     from .fleet import Fleet
     from .moto_hooks import Hooks, MotoState, seed_default_vpc_internet_route, seed_ubuntu_parameter
+    from .moto_iam import RoleSessions
 
     faults = FaultsFile(paths.faults_file)
     images = ImageStore(paths.layers)
@@ -81,14 +80,15 @@ def main(paths: Paths) -> None:
     Hooks(fleet, faults.read).install()
     seed_ubuntu_parameter(plan.base_ami)
     seed_default_vpc_internet_route()
-    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=MOTO_PORT, verbose=False)
-    moto.start()
+    moto, gate = serve_moto(MOTO_PORT)
     threading.Thread(target=fleet.watch, daemon=True).start()
     resolver = serve_dns(plan.network.dns, plan.network.vpc_cidr)
-    servers = [serve_imds(plan.network.imds, fleet.by_address),
+    sessions = RoleSessions()
+    servers = [moto, serve_imds(plan.network.imds, fleet.by_address,
+                                lambda node: sessions.for_instance(node.launch.instance_id, "us-east-1")),
                serve_directory(plan.gateway, MIRROR_PORT, Path(plan.docroot))]
     stopping = threading.Event()
-    servers.append(control.serve_control(CONTROL_PORT, _routes(fleet, faults, stopping)))
+    servers.append(control.serve_control(CONTROL_PORT, _routes(fleet, faults, stopping, gate)))
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     _write_ready(paths, plan)
     log(f"ready: moto on 127.0.0.1:{MOTO_PORT}, mirror on {plan.gateway}:{MIRROR_PORT}")
@@ -100,12 +100,27 @@ def main(paths: Paths) -> None:
     for server in servers:
         server.shutdown()
     resolver.close()
-    moto.stop()
     remove_tree(paths.lib)
     log(f"stopped in {time.monotonic() - started:.1f} s")
 
 
-def _routes(fleet: Any, faults: FaultsFile, stopping: threading.Event) -> dict[str, control.Handler]:
+def serve_moto(port: int) -> tuple[Any, Any]:
+    """moto's server on every address of the namespace: the CLI reaches it on loopback, instances on
+    the bridge's address (their AWS_ENDPOINT_URL). Calls with an instance role's credentials pass
+    the IAM gate, which evaluates the role's policy as EC2 and S3 would."""
+    from moto.server import DomainDispatcherApplication, create_backend_app
+    from werkzeug.serving import make_server
+
+    from .iam_gate import IamGate
+    from .moto_iam import caller, ec2_tags
+
+    gate = IamGate(DomainDispatcherApplication(create_backend_app), caller, ec2_tags)
+    server = make_server("0.0.0.0", port, gate, threaded=True)
+    threading.Thread(target=server.serve_forever, name="moto", daemon=True).start()
+    return server, gate
+
+
+def _routes(fleet: Any, faults: FaultsFile, stopping: threading.Event, gate: Any) -> dict[str, control.Handler]:
     def interrupt(body: dict[str, Any]) -> Any:
         seconds = body.get("seconds")
         return fleet.interrupt(body["instance_id"], None if seconds is None else float(seconds))
@@ -114,8 +129,10 @@ def _routes(fleet: Any, faults: FaultsFile, stopping: threading.Event) -> dict[s
         stopping.set()
         return {"stopping": True}
 
-    return {"status": lambda body: {"instances": fleet.summary(), "faults": asdict(faults.read())},
-            "interrupt": interrupt, "shutdown": shutdown}
+    return {"status": lambda body: {"instances": fleet.summary(), "faults": asdict(faults.read()),
+                                    "role_calls": {"allowed": dict(gate.allowed), "denied": dict(gate.denied)}},
+            "interrupt": interrupt, "shutdown": shutdown,
+            "rebalance": lambda body: fleet.recommend_rebalance(body["instance_id"])}
 
 
 def _write_ready(paths: Paths, plan: Plan) -> None:

@@ -55,6 +55,7 @@ class Node:
     container: Container
     state: str = "pending"          # pending, running, shutting-down, stopped, gone
     notice: dict[str, str] | None = None
+    rebalance: dict[str, str] | None = None  # EC2's rebalance recommendation, once `rebalance` set it
     boot_started: float | None = None
     boot_console: str = ""  # what GetConsoleOutput without Latest=True returns: see BOOT_CONSOLE_SECONDS
     # Held while an image copies the disk: like an EBS snapshot, it completes even if the
@@ -170,6 +171,12 @@ class Fleet:
         node.notice = {"action": "terminate", "time": when.strftime("%Y-%m-%dT%H:%M:%SZ")}
         self._spawn(self._reclaim, node, delay)
         return node.notice
+
+    def recommend_rebalance(self, instance_id: str) -> dict[str, str]:
+        """EC2's rebalance recommendation: an elevated risk of interruption, often before the notice."""
+        node = self._node(instance_id)
+        node.rebalance = {"noticeTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
+        return node.rebalance
 
     def _reclaim(self, node: Node, delay: float) -> None:
         self._sleep(delay)

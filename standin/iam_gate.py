@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import re
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,9 @@ class IamGate:
         self.app = app
         self.find_caller = find_caller
         self.tags_of = tags_of
+        # What role sessions asked, by "ROLE ACTION": allowed, and denied. `status` shows them.
+        self.allowed: Counter[str] = Counter()
+        self.denied: Counter[str] = Counter()
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         match = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
@@ -47,8 +51,12 @@ class IamGate:
         questions = self._questions(environ, service, region)
         denied = next((q for q in questions if q.action not in ALWAYS_ALLOWED
                        and not allowed(caller.policies, q)), None)
+        role = caller.arn.split("/")[1] if "/" in caller.arn else caller.arn
+        action = questions[0].action if questions else f"{service}:?"
         if denied is None:
+            self.allowed[f"{role} {action}"] += 1
             return self.app(environ, start_response)
+        self.denied[f"{role} {action}"] += 1
         return _refuse(start_response, service, caller, denied)
 
     def _questions(self, environ: dict[str, Any], service: str, region: str) -> list[Question]:

@@ -31,7 +31,10 @@ class Tokens:
         return entry is not None and entry[0] == address and entry[1] > time.monotonic()
 
 
-def metadata(node: Any) -> dict[str, str | None]:
+Credentials = Callable[[Any], Any]  # fleet Node -> moto_iam.SessionCredentials or None (no role)
+
+
+def metadata(node: Any, credentials: Credentials = lambda node: None) -> dict[str, str | None]:
     """The metadata paths the stand-in answers, for one fleet Node."""
     launch = node.launch
     instance = launch.instance
@@ -46,10 +49,24 @@ def metadata(node: Any) -> dict[str, str | None]:
         "placement/availability-zone": instance._placement.zone,
         "instance-life-cycle": "spot" if instance.lifecycle == "spot" else "on-demand",
         "spot/instance-action": json.dumps(node.notice) if node.notice else None,
-    }
+        "events/recommendations/rebalance": json.dumps(node.rebalance) if node.rebalance else None,
+    } | _role(credentials(node))
 
 
-def make_handler(find_node: Callable[[str], Any], tokens: Tokens) -> type[BaseHTTPRequestHandler]:
+def _role(session: Any) -> dict[str, str | None]:
+    """The instance profile's role and its current session credentials (IMDS renews them ahead of expiry)."""
+    if session is None:
+        return {}
+    document = session.imds_document()
+    profile = f"arn:aws:iam::123456789012:instance-profile/{session.role}"
+    return {"iam/security-credentials": session.role,
+            f"iam/security-credentials/{session.role}": json.dumps(document),
+            "iam/info": json.dumps({"Code": "Success", "LastUpdated": document["LastUpdated"],
+                                    "InstanceProfileArn": profile})}
+
+
+def make_handler(find_node: Callable[[str], Any], tokens: Tokens,
+                 credentials: Credentials = lambda node: None) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         server_version = "EC2ws"
 
@@ -73,7 +90,7 @@ def make_handler(find_node: Callable[[str], Any], tokens: Tokens) -> type[BaseHT
             prefix = "/latest/meta-data/"
             if node is None or not self.path.startswith("/latest/meta-data"):
                 return self._reply(404, "Not Found")
-            values = metadata(node)
+            values = metadata(node, credentials)
             key = self.path[len(prefix):].rstrip("/") if self.path.startswith(prefix) else ""
             if key == "":
                 listing = sorted({k.split("/")[0] + ("/" if "/" in k else "") for k, v in values.items() if v})
@@ -97,7 +114,8 @@ def make_handler(find_node: Callable[[str], Any], tokens: Tokens) -> type[BaseHT
     return Handler
 
 
-def serve_imds(address: str, find_node: Callable[[str], Any]) -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer((address, 80), make_handler(find_node, Tokens()))
+def serve_imds(address: str, find_node: Callable[[str], Any],
+               credentials: Credentials = lambda node: None) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer((address, 80), make_handler(find_node, Tokens(), credentials))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server

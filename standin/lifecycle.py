@@ -173,6 +173,11 @@ def status(paths: Paths) -> dict[str, Any]:
     return {"running": True, **state, **in_namespace(paths, lambda: control.call(state["control_port"], "status"))}
 
 
+def rebalance(paths: Paths, instance_id: str) -> Any:
+    state = _require(paths)
+    return in_namespace(paths, lambda: control.call(state["control_port"], "rebalance", {"instance_id": instance_id}))
+
+
 def interrupt(paths: Paths, instance_id: str, seconds: float | None) -> Any:
     state = _require(paths)
     return in_namespace(paths, lambda: control.call(state["control_port"], "interrupt",

@@ -24,6 +24,7 @@ class Seed:
     public_key: str | None
     dpkg_lock_seconds: int = 0
     mirror_url: str | None = None  # set: apt sources and pip.conf point at the stand-in's mirror
+    api_port: int = 5000           # moto's, on the gateway
 
     @property
     def hostname(self) -> str:
@@ -68,6 +69,9 @@ def write_seed(root: Path, seed: Seed) -> None:
     # gives every instance that id (the base image's is empty, so first boot makes one).
     (root / "etc").mkdir(exist_ok=True)
     (root / "etc/resolv.conf").write_text(f"nameserver {seed.nameserver}\nsearch ec2.internal\n")
+    # Where this "cloud"'s API is, for programs on the instance (the run agent): real EC2 needs no
+    # setting, its endpoints resolve; here moto listens on the bridge's host address.
+    (root / "etc/environment").write_text(f"AWS_ENDPOINT_URL=http://{seed.gateway}:{seed.api_port}\n")
 
 
 def write_mirror_config(root: Path, mirror_url: str) -> None:

@@ -39,6 +39,23 @@ class StopFile:
         return Notice("stop", "stop requested") if self.path.exists() else None
 
 
+@dataclass(frozen=True)
+class NodeFile:
+    """A notice left in the node's own home (`~/xeoncluster/notice`): how a node on this machine (the
+    local provider, a namespace with a private home) announces its end. JSON: {"reason", "deadline"}."""
+
+    path: Path = Path("~/xeoncluster/notice")
+
+    def poll(self) -> Notice | None:
+        try:
+            data = json.loads(self.path.expanduser().read_text() or "{}")
+        except (OSError, ValueError):
+            return None
+        deadline = data.get("deadline")
+        return Notice("interruption", str(data.get("reason") or "interruption notice"),
+                      float(deadline) if deadline is not None else None)
+
+
 IMDS = "http://169.254.169.254/latest"
 
 
@@ -81,7 +98,7 @@ def _action_time(document: str) -> float | None:
         return None
 
 
-SOURCES: dict[str, Callable[[], NoticeSource]] = {"aws-imds": AwsImds}
+SOURCES: dict[str, Callable[[], NoticeSource]] = {"aws-imds": AwsImds, "node-file": NodeFile}
 
 
 def sources_from_env(env: Mapping[str, str]) -> list[NoticeSource]:

@@ -93,7 +93,9 @@ class MasterHost:
         env = {"XEONCLUSTER_HOME": self.home, "PYTHONPATH": f"{self.home_dir}/{APP}"}
         command = agent_command(f"{self.home_dir}/{VENV}/bin/python", args)
         user = "$(id -un)"
+        # The master's own idea of where the cloud's API is, if it has one (a VPC endpoint, the stand-in).
         setenv = " ".join(f"--setenv={k}={shlex.quote(v)}" for k, v in env.items())
+        setenv += ' ${AWS_ENDPOINT_URL:+"--setenv=AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL"}'
         systemd = (f"sudo -n systemd-run --quiet --collect --unit={shlex.quote(unit)} --uid={user} --gid=$(id -gn) "
                    f"{setenv} --working-directory={shlex.quote(self.home_dir)} "
                    f"--property=StandardOutput=append:{shlex.quote(log)} "

@@ -35,7 +35,7 @@ CANCEL_GRACE_SECONDS = 120.0
 class Supervisor:
     def __init__(self, ctx: CommandContext, files: RunFiles, submission: Submission) -> None:
         self.ctx, self.files = ctx, files
-        self.request, self.plan = submission.request, submission.plan
+        self.request, self.plan = submission.request, _as_seen_here(ctx, submission.plan)
         record = files.load()
         if record is None:
             raise XeonClusterError(f"no run record in {files.folder}")
@@ -216,3 +216,11 @@ class Supervisor:
     @staticmethod
     def _exit_code(outcome: Outcome) -> int:
         return outcome.exit_code if 0 < outcome.exit_code < 128 and outcome.exit_code != EXIT_STOPPED else 1
+
+
+def _as_seen_here(ctx: CommandContext, plan: LaunchPlan) -> LaunchPlan:
+    """The plan `train` made names nodes as the user's machine reaches them; the agent reaches them as
+    its own state says (on a master: over their private addresses)."""
+    cluster = ctx.state.load()
+    here = {n.name: n for n in cluster.node_list()} if cluster is not None else {}
+    return replace(plan, nodes=tuple(here.get(n.name, n) for n in plan.nodes))

@@ -5,9 +5,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..agent import client
+from ..agent.record import RunRecord
+from ..agent.sync import refresh
 from ..context import CommandContext
 from ..errors import XeonClusterError
 from ..providers.base import Node
+from ..state import ClusterRecord
 
 
 @dataclass(frozen=True)
@@ -23,28 +27,50 @@ class StatusResult:
     cluster: str
     provider: str
     nodes: tuple[NodeStatus, ...]
+    run: RunRecord | None = None  # the run the cluster's agent is working on
+    notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "provider": self.provider,
                 "nodes": [asdict(r.node) | {"answers": r.answers, "detail": r.detail, "replaced": r.replaced}
-                          for r in self.nodes]}
+                          for r in self.nodes],
+                "run": self.run.summary() if self.run else None, "notes": list(self.notes)}
 
 
 def run(ctx: CommandContext) -> StatusResult:
+    record = _record(ctx)
+    if record is not None and record.nodes:
+        record = refresh(ctx, record)  # nodes the master's agent replaced
     nodes = ctx.provider.nodes(ctx.config)
     running = [n for n in nodes if n.state == "running"]
     reach = _reachability(ctx, running) if running and ctx.state.known_hosts.exists() else {}
     replaced = _replaced(ctx)
     rows = tuple(NodeStatus(n, *reach.get(n.name, (False, n.state)), replaced=n.name in replaced) for n in nodes)
-    return StatusResult(ctx.config.name, ctx.config.provider, rows)
+    active, notes = _active_run(ctx, record, rows)
+    return StatusResult(ctx.config.name, ctx.config.provider, rows, active, notes)
+
+
+def _record(ctx: CommandContext) -> ClusterRecord | None:
+    try:
+        return ctx.state.load()
+    except XeonClusterError:
+        return None
+
+
+def _active_run(ctx: CommandContext, record: ClusterRecord | None,
+                rows: tuple[NodeStatus, ...]) -> tuple[RunRecord | None, tuple[str, ...]]:
+    if record is None or not record.nodes:
+        return None, ()
+    master = next((r for r in rows if r.node.role == "master"), None)
+    if ctx.provider.agent_on_master and (master is None or not master.answers):
+        return None, (f"the master (node0) does not answer, so neither does its run agent: `xeoncluster up --name "
+                      f"{ctx.config.name}` repairs the cluster, then `xeoncluster train ... --run RUN --resume`",)
+    return client.active_or_none(ctx, record), ()
 
 
 def _replaced(ctx: CommandContext) -> set[str]:
     """Nodes replaced since `up`, from state; a state file that can't be read only loses this mark."""
-    try:
-        record = ctx.state.load()
-    except XeonClusterError:
-        return set()
+    record = _record(ctx)
     return set(record.replaced) if record else set()
 
 
@@ -70,4 +96,4 @@ def check_all_up(result: StatusResult) -> None:
     if down:
         raise XeonClusterError(f"cluster '{result.cluster}': {', '.join(down)} down ({len(down)} of "
                                f"{len(result.nodes)} node(s))",
-                               hint=f"`xeoncluster down --name {result.cluster}` and `up` again to replace them")
+                               hint=f"`xeoncluster up --name {result.cluster}` replaces them")

@@ -30,6 +30,7 @@ from .local_node import (
     stray_sshd_pids,
     wait_for_port,
 )
+from .local_spec import LOCAL
 
 if TYPE_CHECKING:
     from ..config import ClusterConfig
@@ -40,6 +41,7 @@ REQUIRED_TOOLS = ("ip", "unshare", "nsenter", "ssh-keygen", "tar", "nft")
 class LocalProvider(Provider):
     name = "local"
     shares_host = True
+    notice_source = LOCAL.notices
 
     def __init__(self, root: Path, events: Callable[[str], None] = lambda _m: None) -> None:
         self.root = root

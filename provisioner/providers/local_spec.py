@@ -68,6 +68,7 @@ LOCAL = ProviderSpec(
     image_id=re.compile(r"^local-[0-9a-f]{8,64}$"),
     image_id_text="a local image id (local-...)",
     default_user="root",
+    notices="node-file",
     locate=locate,
     factory="provisioner.providers.local_spec:make",
 )

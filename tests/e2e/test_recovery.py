@@ -83,6 +83,34 @@ def test_a_detached_run_survives_a_lost_node_with_no_cli_alive(local_env: LocalE
     assert leftovers(local_env, name)["namespaces"] == []
 
 
+def test_a_node_that_announces_its_end_is_replaced_ahead_and_no_step_is_lost(local_env: LocalEnv,
+                                                                            warm_image: str) -> None:
+    """The agent launches the replacement while the ranks train on, then stops them at a step boundary."""
+    name = "e2enotice"
+    local_env.ok("up", "--name", name, "--nodes", "2")
+    try:
+        local_env.ok("train", "squad", "--name", name, "--demo", "--run", "noticed", "--detach", "--",
+                     "--max-steps", str(STEPS), "--save-steps", str(SAVE_STEPS))
+        log = local_env.home / "clusters" / name / "runs" / "noticed" / "train.log"
+        while "step 20/" not in (log.read_text() if log.exists() else ""):
+            time.sleep(0.5)
+        notice = json.dumps({"reason": "test notice", "deadline": time.time() + 120})
+        local_env.ok("exec", "--name", name, "--node", "node1", "--", f"echo '{notice}' > ~/xeoncluster/notice")
+        record = wait_for_end(local_env, name, "noticed")
+        assert record["state"] == "succeeded" and record["restarts"] == 1, record
+        text = log.read_text()
+        assert "agent: rank 1 on 10.214.0." in text and "node2 is ready to replace the noticed node" in text
+        local_env.ok("logs", "noticed", "--name", name)
+        metrics = json.loads((local_env.home / "results" / name / "noticed" / "metrics.json").read_text())
+        [restart] = metrics["restarts"]
+        assert (restart["node"], restart["replacement"], restart["lost_steps"]) == ("node1", "node2", 0)
+        assert metrics["lost_steps"] == 0 and metrics["global_steps"] == STEPS
+        assert [n["name"] for n in local_env.state(name)["nodes"]] == ["node0", "node2"]
+    finally:
+        local_env.cli("down", "--name", name, "--force")
+    assert leftovers(local_env, name)["namespaces"] == []
+
+
 def test_max_restarts_0_keeps_the_one_line_failure(local_env: LocalEnv, warm_image: str) -> None:
     name = "e2enorec"
     local_env.ok("up", "--name", name, "--nodes", "2")

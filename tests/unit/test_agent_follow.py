@@ -1,0 +1,82 @@
+"""Following a run by byte offset: whole lines only, and a dropped connection goes on where it was,
+with no line lost or shown twice (the agent's host here is this machine, through real shell commands)."""
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from provisioner.agent.follow import Follower, read_chunk
+from provisioner.agent.host import LocalHost
+from provisioner.agent.record import RunFiles, RunRecord, RunState
+from provisioner.errors import RemoteError
+from provisioner.remote import CommandResult
+
+
+def files(tmp_path: Path) -> RunFiles:
+    folder = tmp_path / "clusters" / "c1" / "runs" / "r1"
+    folder.mkdir(parents=True)
+    return RunFiles(folder)
+
+
+def test_only_whole_lines_are_read_and_offsets_count_bytes(tmp_path: Path) -> None:
+    run = files(tmp_path)
+    run.save(RunRecord(run="r1", cluster="c1", task="squad", state=RunState.RUNNING))
+    run.log.write_text("[0] step 1/4  loss é\n[0] step 2/4 (half a li")
+    host = LocalHost(str(tmp_path), "python3")
+    chunk = read_chunk(host, "c1", "r1", 0)
+    assert chunk.lines == ["[0] step 1/4  loss é"] and chunk.consumed == len("[0] step 1/4  loss é\n".encode())
+    assert chunk.record is not None and chunk.record.state is RunState.RUNNING
+    with open(run.log, "a") as log:
+        log.write("ne)\n")
+    assert read_chunk(host, "c1", "r1", chunk.consumed).lines == ["[0] step 2/4 (half a line)"]
+
+
+def test_a_dropped_connection_resumes_without_loss_or_repeat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("provisioner.agent.follow.POLL_SECONDS", 0.05)
+    monkeypatch.setattr("provisioner.agent.follow.RECONNECT_DELAYS", (0.05,) * 6)
+    run = files(tmp_path)
+    record = RunRecord(run="r1", cluster="c1", task="squad", state=RunState.RUNNING)
+    run.save(record)
+    run.log.write_text("")
+    connects: list[int] = []
+
+    def connect() -> LocalHost:
+        connects.append(1)
+        if len(connects) in (2, 3):  # the second and third attempts fail: the network went away
+            raise RemoteError("node0 (10.0.0.5) is unreachable over SSH: Connection reset by peer")
+        return FlakyHost(str(tmp_path), "python3", fail_after=5 if len(connects) == 1 else None)
+
+    def writer() -> None:
+        for step in range(1, 41):
+            with open(run.log, "a") as log:
+                log.write(f"[0] step {step}/40\n")
+            time.sleep(0.01)
+        run.save(record.model_copy(update={"state": RunState.SUCCEEDED}))
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    shown: list[str] = []
+    said: list[str] = []
+    final = Follower(connect, "c1", "r1", shown.append, said.append).follow()
+    thread.join()
+    assert final.state is RunState.SUCCEEDED
+    assert shown == [f"[0] step {s}/40" for s in range(1, 41)]
+    assert len(connects) == 4 and said and "reconnecting" in said[0] and "the run goes on" in said[0]
+
+
+class FlakyHost(LocalHost):
+    """This machine, but the connection breaks after `fail_after` commands."""
+
+    def __init__(self, home: str, python: str, fail_after: int | None) -> None:
+        super().__init__(home, python)
+        self.left = fail_after
+
+    def run(self, command: str) -> CommandResult:
+        if self.left is not None:
+            if self.left == 0:
+                raise RemoteError("node0 (10.0.0.5) is unreachable over SSH: transport shut down")
+            self.left -= 1
+        return super().run(command)
