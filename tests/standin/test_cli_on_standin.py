@@ -209,7 +209,7 @@ def test_the_master_s_role_is_refused_on_another_cluster_s_instances(cli: Cli) -
 
 
 def test_without_capacity_for_a_replacement_the_run_stops_and_says_how_to_resume(standin: Any, cli: Cli) -> None:
-    train = start_train(cli, "nocap", 60, 10, until=15)
+    train = start_train(cli, "nocap", 600, 50, until=30)
     standin.script("faults", 'capacity=[{"instance_type": "c7i.2xlarge"}]')
     try:
         standin.script("interrupt", cli.node_id("node2"), "30")
