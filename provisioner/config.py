@@ -50,6 +50,31 @@ class SshSettings(_Strict):
         return self.cidr != "auto" and ipaddress.ip_network(self.cidr).prefixlen == 0
 
 
+class StorageSettings(_Strict):
+    """Where runs keep what must outlive the nodes (checkpoints, logs, results): `auto` (S3 on AWS: the
+    account's bucket per region; a folder under $XEONCLUSTER_HOME for local nodes), `s3://BUCKET/PREFIX`,
+    or an absolute folder. `storage: URL` is short for `storage: {url: URL}`."""
+
+    url: str = "auto"
+    keep_checkpoints: int = Field(default=3, ge=1, le=100, strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        return {"url": _storage_url(value)} if isinstance(value, str) else value
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        return _storage_url(value)
+
+
+def _storage_url(value: str) -> str:
+    if value == "auto" or re.match(r"^(s3://[^/\s]+(/\S*)?|/\S*|file:///\S*)$", value):
+        return value.rstrip("/") if value not in ("/", "file:///") else value
+    raise ValueError("must be auto, s3://BUCKET/PREFIX or an absolute folder")
+
+
 class PipSettings(_Strict):
     """A company mirror or CodeArtifact: nodes may not reach PyPI or the stack's own indexes."""
 
@@ -112,6 +137,7 @@ class ClusterConfig(_Strict):
     image_strategy: Literal["bake-first", "parallel"] = "parallel"
     local: LocalSettings = Field(default_factory=LocalSettings)
     pip: PipSettings = Field(default_factory=PipSettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
     apt: AptSettings = Field(default_factory=AptSettings)
 
     @field_validator("provider")

@@ -18,6 +18,7 @@ from .providers import make_provider
 from .providers.base import Provider
 from .providers.spec import locate_without_state
 from .remote import FabricShell, NodeShell, SshIdentity
+from .removals import find_removal
 from .state import ClusterRecord, StateDir, xeoncluster_home
 
 ProviderFactory = Callable[[ClusterConfig, Callable[[str], None]], Provider]
@@ -69,7 +70,7 @@ def resolve_config(options: Mapping[str, Any], overrides: Mapping[str, Any] | No
     if creating:
         # `up` on a cluster that is up grows or repairs it: it keeps its config, and only flags change it.
         return recorded_config(config.name, values, ready_only=True) or config
-    recorded = recorded_config(config.name, values)
+    recorded = recorded_config(config.name, values) or removed_config(config.name, values)
     if recorded is not None or not locate or _provider_named(path, values):
         return recorded or config
     found = locate_without_state(config)
@@ -80,6 +81,15 @@ def resolve_config(options: Mapping[str, Any], overrides: Mapping[str, Any] | No
 
 def _provider_named(path: Path | None, values: Mapping[str, Any]) -> bool:
     return values.get("provider") is not None or (path is not None and "provider" in read_yaml(path))
+
+
+def removed_config(name: str, overrides: Mapping[str, Any]) -> ClusterConfig | None:
+    """A cluster this machine saw removed keeps its config (its runs' storage is there), unless
+    --provider names another."""
+    removal = find_removal(name)
+    if removal is None or not removal.config or overrides.get("provider") not in (None, removal.provider):
+        return None
+    return load_config(None, {**removal.config, **{k: v for k, v in overrides.items() if v is not None}})
 
 
 def recorded_config(name: str, overrides: Mapping[str, Any], ready_only: bool = False) -> ClusterConfig | None:

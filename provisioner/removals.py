@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from .state import atomic_write, xeoncluster_home
 
@@ -20,6 +21,7 @@ class Removal(BaseModel):
     at: float
     by: str            # "down", "idle" or "deadline"
     detail: str = ""   # e.g. "after 60 idle minutes"
+    config: dict[str, Any] = Field(default_factory=dict)  # what it was created with: its runs' storage
 
     def describe(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.at))

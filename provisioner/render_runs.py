@@ -11,6 +11,7 @@ from .render import _console, echo_line
 
 if TYPE_CHECKING:
     from .agent.record import RunRecord
+    from .commands.stored_runs import StoredRun
     from .commands.train import Submitted, TrainOutcome
 
 
@@ -79,3 +80,15 @@ def runs_table(records: list[RunRecord], cluster: str, notes: list[str]) -> None
     console.print(table)
     for note in notes:
         console.print(f"note: {note}")
+
+
+def stored_table(runs: list[StoredRun], url: str) -> None:
+    table = Table(title=f"runs kept in {url}", title_justify="left")
+    for column in ("cluster", "run", "task", "state", "step", "durable checkpoints", "size"):
+        table.add_column(column)
+    for item in runs:
+        r = item.record
+        step = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
+        table.add_row(r.cluster, r.run, r.task, r.state.value, step, ", ".join(map(str, item.checkpoints)) or "-",
+                      f"{item.size_bytes / 2**20:.1f} MiB")
+    _console().print(table)

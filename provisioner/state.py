@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from .errors import BusyError, ConfigError, XeonClusterError
 from .providers.base import Image, Node
+from .storage.base import StorageLocation
 
 
 def xeoncluster_home() -> Path:
@@ -57,6 +58,7 @@ class ClusterRecord(BaseModel):
     image: ImageRecord | None = None
     created_at: float = Field(default_factory=time.time)
     replaced: list[str] = Field(default_factory=list)  # nodes replaced since `up` created the cluster
+    storage: StorageLocation | None = None  # where runs keep what must outlive the nodes
 
     @property
     def ready(self) -> bool:

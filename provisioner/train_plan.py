@@ -11,6 +11,7 @@ from pathlib import Path
 from training import stack_rules
 from training.glue_data import TASKS as GLUE_TASKS  # no torch/transformers at import: safe on the user's machine
 
+from .config import StorageSettings
 from .errors import ConfigError
 from .providers.base import Node
 from .remote_layout import PACKAGE_ROOT, RemoteLayout
@@ -48,6 +49,7 @@ class TrainRequest:
     offline: bool = False
     tuned: bool = True
     max_restarts: int = DEFAULT_MAX_RESTARTS
+    storage: str | None = None  # --storage: where the run is kept beyond the nodes (else the config's)
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,8 @@ def resume_command(request: TrainRequest, cluster: str, run: str) -> str:
     valued = (("--dataset", request.dataset), ("--train-file", request.train_file), ("--eval-file", request.eval_file),
               ("--model", request.model), ("--ppn", request.ppn), ("--threads", request.threads),
               ("--fetch-model", request.fetch_model),
-              ("--max-restarts", request.max_restarts if request.max_restarts != DEFAULT_MAX_RESTARTS else None))
+              ("--max-restarts", request.max_restarts if request.max_restarts != DEFAULT_MAX_RESTARTS else None),
+              ("--storage", request.storage))
     args += [part for flag, value in valued if value is not None for part in (flag, str(value))]
     args += [flag for flag, on in (("--demo", request.demo), ("--offline", request.offline),
                                    ("--no-tune", not request.tuned)) if on]
@@ -135,6 +138,12 @@ def check_request(request: TrainRequest, stack: Stack) -> None:
         raise ConfigError("--eval-file needs --train-file")
     if request.ppn is not None and request.ppn < 1:
         raise ConfigError(f"--ppn must be at least 1 (got {request.ppn})")
+    if request.storage is not None:
+        try:
+            StorageSettings(url=request.storage)
+        except ValueError:
+            raise ConfigError(f"--storage {request.storage!r}: must be s3://BUCKET/PREFIX or an absolute folder",
+                              hint="e.g. --storage s3://my-bucket/runs") from None
     if request.max_restarts < 0:
         raise ConfigError(f"--max-restarts must be 0 or more (got {request.max_restarts})")
     if request.threads is not None and request.threads < 1:

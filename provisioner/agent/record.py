@@ -70,6 +70,9 @@ class RunRecord(BaseModel):
     nodes: list[str] = Field(default_factory=list)
     notices: list[str] = Field(default_factory=list)  # nodes that announced they are going away
     log: str = ""                # where the run's log is: a path on this machine, or HOST:PATH
+    storage: str = ""            # where the run is kept beyond the nodes (s3://... or a folder)
+    durable_step: int | None = None  # the newest checkpoint stored completely
+    storage_error: str = ""      # the last upload that failed for good (training went on)
 
     @property
     def seconds(self) -> float:

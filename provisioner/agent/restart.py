@@ -30,6 +30,7 @@ class Recovery:
         self.reported_step = reported_step
         self.noticed, self.replacements = noticed, replacements
         self.run_dir = RemoteLayout(plan.home).run_dir(plan.run)
+        self.verdict = ""  # why there is nothing to recover into, when there is not
 
     def run(self, outcome: Outcome) -> Restart | None:
         started = time.monotonic()
@@ -38,8 +39,12 @@ class Recovery:
             return None  # `down --force` is taking the cluster away: nothing to recover into
         ready = {address: r.wait() for address, r in self.replacements.items()}
         lost = lost_nodes(self.ctx, cluster, self.shell, {a: e.reason for a, e in self.noticed.items()})
-        if not lost or len(lost) == len(cluster.nodes):
-            return None  # no survivor holds a checkpoint or the run: that is the cluster gone, not a node
+        if lost and len(lost) == len(cluster.nodes):
+            # No survivor holds a checkpoint or the run: that is the cluster gone, not a node.
+            self.verdict = f"every node is gone ({'; '.join(f'{n.name}: {why}' for n, why in lost)})"
+            return None
+        if not lost:
+            return None
         names = ", ".join(node.name for node, _ in lost)
         self.ctx.reporter.warn(f"run {self.plan.run} lost {names} ({'; '.join(why for _, why in lost)}); recovering")
         master = cluster.node_list()[0]

@@ -25,6 +25,7 @@ from .node_watch import NodeWatch
 from .proactive import Replacement
 from .record import Restart, RunFiles, RunRecord, RunState
 from .restart import Recovery
+from .run_storage import RunStorage
 from .submission import Submission
 
 CANCEL_POLL_SECONDS = 1.0
@@ -47,6 +48,8 @@ class Supervisor:
         self.cancelled = threading.Event()
         self._lock = threading.Lock()
         self._cost_clock = time.time()
+        self.storage = RunStorage(ctx, files, submission, self._storage_note)
+        self.verdict = ""
 
     # -- the record ---------------------------------------------------------------------------
     def update(self, **changes: object) -> None:
@@ -66,16 +69,25 @@ class Supervisor:
 
     def finish(self, state: RunState, exit_code: int, error: str = "") -> int:
         self.update(state=state, exit_code=exit_code, error=error, ended_at=time.time())
+        if not self.storage.finish(state):
+            self.note(f"not everything of run {self.record.run} reached {self.storage.where}; see the agent's log")
+        self.update(durable_step=self.storage.durable_step)
+        self.storage.final_record()
         self.ctx.reporter.info(f"run {self.record.run}: {state.value}" + (f": {error}" if error else ""))
         return exit_code
 
+    def _storage_note(self, text: str) -> None:
+        self.update(storage_error=text)
+        self.note(text)
+
     # -- the loop -----------------------------------------------------------------------------
     def run(self) -> int:
-        self.update(state=RunState.STARTING, agent_pid=os.getpid(), started_at=time.time())
+        self.update(state=RunState.STARTING, agent_pid=os.getpid(), started_at=time.time(), storage=self.storage.where)
         self._price_nodes()
         threading.Thread(target=self._watch_cancel, name="xc-cancel-watch", daemon=True).start()
         shell = self.ctx.shell()
         try:
+            self.storage.start(shell, self.plan)
             return self._loop(shell)
         except XeonClusterError as exc:
             return self.finish(RunState.FAILED, exc.exit_code or 1, exc.one_line())
@@ -111,6 +123,9 @@ class Supervisor:
 
     # -- events and watches -------------------------------------------------------------------
     def _on_event(self, event: RunEvent) -> None:
+        self.storage.on_event(event)
+        if event.kind == "checkpoint":
+            self.update(durable_step=self.storage.durable_step)
         if event.kind in ("started", "step") and event.step is not None:
             self.update(step=event.step, total_steps=event.total or self.record.total_steps)
         elif event.kind == "notice":
@@ -174,6 +189,7 @@ class Supervisor:
         self.update(state=RunState.RECOVERING)
         recovery = Recovery(self.ctx, shell, plan, self.record.step, self.noticed, self.replacements)
         restart = recovery.run(outcome)
+        self.verdict = recovery.verdict
         self.noticed, self.replacements = {}, {}
         if restart is not None:
             self._price_nodes()
@@ -200,6 +216,10 @@ class Supervisor:
 
     # -- failure ------------------------------------------------------------------------------
     def _failure(self, outcome: Outcome) -> str:
+        if self.verdict:
+            kept = f"; checkpoints are kept in {self.storage.where}" if self.storage.where else ""
+            back = f"`up` brings the cluster back, then `train ... --run {self.record.run} --resume`"
+            return f"{self.verdict}{kept}; {back}"
         failed = outcome.last("failed")
         if failed is not None:
             node = next((n.name for n in self.plan.nodes if n.private_ip == failed.node), failed.node)

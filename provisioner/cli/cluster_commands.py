@@ -82,6 +82,8 @@ def down(ctx: click.Context, purge_images: bool, force: bool, **opts: Any) -> No
         click.echo(f"nothing to remove: {result.earlier.describe()} (pass --provider to search for it anyway)")
         return
     render.removed(result.removed, result.cluster)
+    for line in result.kept:
+        click.echo(f"kept: {line}")
 
 
 @cli.command(context_settings=CONTEXT)

@@ -8,7 +8,9 @@ import click
 
 from .. import render, render_runs
 from ..commands import runs as runs_cmd
+from ..commands import stored_runs as stored_runs_cmd
 from ..commands import train as train_cmd
+from ..context import CommandContext
 from .group import CONTEXT, cli, cluster_options, command_context
 
 
@@ -42,6 +44,9 @@ def logs(ctx: click.Context, run: str | None, follow: bool, fetch_model: Path | 
     With -f the exit code is the run's.
     """
     context = command_context(ctx, opts)
+    if not runs_cmd.cluster_is_up(context):
+        _stored_logs(context, run)
+        return
     record = runs_cmd.pick(context, runs_cmd.agent_host(context), run)
     outcome = train_cmd.follow(context, record.run, render.echo_line, fetch_model, to_the_end=follow,
                                fail=follow)
@@ -49,6 +54,17 @@ def logs(ctx: click.Context, run: str | None, follow: bool, fetch_model: Path | 
         render_runs.training_result(outcome, context.config.name)
     if not outcome.detached:
         click.echo(runs_cmd.state_line(outcome.record))
+
+
+def _stored_logs(context: CommandContext, run: str | None) -> None:
+    """The cluster is gone: the run's log and results come from storage."""
+    stored = stored_runs_cmd.stored_run(context, run)
+    for line in stored_runs_cmd.stored_log(context, stored.record.run).splitlines():
+        render.echo_line(line)
+    fetched = stored_runs_cmd.fetch_stored_results(context, stored.record.run)
+    if fetched is not None:
+        render_runs.training_result(train_cmd.TrainOutcome(stored.record, fetched), context.config.name)
+    click.echo(runs_cmd.state_line(stored.record) + f" (from storage: {runs_cmd.gone_note(context)})")
 
 
 @cli.command(context_settings=CONTEXT)

@@ -35,6 +35,9 @@ from .group import CONTEXT, PassThroughCommand, cli, cluster_options, command_co
 @click.option("--max-restarts", type=int, default=2, show_default=True,
               help="when a node is lost (spot reclaim, crash), replace it and resume from the newest checkpoint "
                    "this many times; 0 fails at once")
+@click.option("--storage", metavar="URL",
+              help="where the run keeps what must outlive the nodes: s3://BUCKET/PREFIX (AWS) or a folder "
+                   "(local nodes); default: the config's storage (auto)")
 @click.option("--detach", is_flag=True,
               help="return as soon as the run has started (it goes on on the cluster); follow it later with "
                    "`xeoncluster logs RUN -f`")
@@ -46,7 +49,7 @@ def train(ctx: click.Context, task: str, glue_task: str, demo: bool,
           dataset: str | None, train_file: Path | None, eval_file: Path | None, model: str | None, run: str | None,
           resume: bool, ppn: int | None, threads: int | None, env_pairs: tuple[str, ...], fetch_model: Path | None,
           offline: bool, tune: bool, max_restarts: int, dry_run: bool, nodes: int | None, instance_type: str | None,
-          detach: bool, **opts: Any) -> None:
+          storage: str | None, detach: bool, **opts: Any) -> None:
     """Fine-tune TASK (squad or glue) across every node with mpirun + PyTorch DDP.
 
     Ranks per node, threads, pinning and LD_PRELOAD come from each node's topology. The run is
@@ -61,7 +64,7 @@ def train(ctx: click.Context, task: str, glue_task: str, demo: bool,
         task=task, glue_task=glue_task, dataset=dataset, train_file=train_file, eval_file=eval_file, model=model,
         demo=demo, run=run, resume=resume, ppn=ppn, threads=threads, env=parse_env(env_pairs),
         trainer_args=pass_through(ctx), fetch_model=fetch_model, offline=offline,
-        tuned=tune, max_restarts=max_restarts)
+        tuned=tune, max_restarts=max_restarts, storage=storage)
     context = command_context(ctx, opts)
     config = context.config
     if dry_run and (instance_type is not None or nodes is not None):

@@ -9,7 +9,7 @@ from ..context import CommandContext
 from ..errors import BusyError, XeonClusterError
 from ..providers.base import Removed
 from ..removals import Removal, find_removal, record_removal
-from ..state import ClusterStatus, StateDir
+from ..state import ClusterRecord, ClusterStatus, StateDir
 
 
 @dataclass(frozen=True)
@@ -17,6 +17,7 @@ class DownResult:
     cluster: str
     removed: Removed
     earlier: Removal | None = None  # removed before: by an earlier `down` on this machine
+    kept: tuple[str, ...] = ()       # where the cluster's results and stored runs still are
 
 
 def run(ctx: CommandContext, purge_images: bool = False, force: bool = False, search: bool = False) -> DownResult:
@@ -47,7 +48,20 @@ def _refuse_active_run(ctx: CommandContext, force: bool) -> None:
     ctx.reporter.warn(f"run {active.run} is {active.state.value}; removing the cluster anyway (--force)")
 
 
+def _kept(ctx: CommandContext) -> tuple[str, ...]:
+    """`down` never deletes results: say where they are."""
+    record = _readable_record(ctx)
+    results = ctx.state.home / "results" / ctx.config.name
+    kept: tuple[str, ...] = (f"results: {results}",) if results.is_dir() else ()
+    if record is not None and record.storage is not None:
+        kept += (f"runs kept in {record.storage.where(ctx.config.name)} (`xeoncluster storage ls`)",)
+    return kept
+
+
 def _remove(ctx: CommandContext, purge_images: bool) -> DownResult:
+    kept = _kept(ctx)
+    record = _readable_record(ctx)
+    config = record.config if record is not None else ctx.config.model_dump(mode="json")
     _mark_removing(ctx)
     with ctx.reporter.step(f"removing cluster '{ctx.config.name}'"):
         # This machine's agents first: one must not start recovering while the nodes go away.
@@ -57,8 +71,16 @@ def _remove(ctx: CommandContext, purge_images: bool) -> DownResult:
         if purge_images:
             removed = removed.merge(ctx.provider.purge_images(ctx.config))
         ctx.state.remove()
-    record_removal(Removal(cluster=ctx.config.name, provider=ctx.config.provider, at=time.time(), by="down"))
-    return DownResult(ctx.config.name, removed)
+    record_removal(Removal(cluster=ctx.config.name, provider=ctx.config.provider, at=time.time(), by="down",
+                           config=config))
+    return DownResult(ctx.config.name, removed, kept=kept)
+
+
+def _readable_record(ctx: CommandContext) -> ClusterRecord | None:
+    try:
+        return ctx.state.load()
+    except XeonClusterError:
+        return None
 
 
 def _mark_removing(ctx: CommandContext) -> None:

@@ -14,6 +14,8 @@ from ..agent.host import AgentHost
 from ..agent.record import RunRecord, RunState
 from ..context import CommandContext
 from ..errors import ConfigError, XeonClusterError
+from ..removals import find_removal
+from .stored_runs import stored_runs
 
 
 @dataclass
@@ -35,7 +37,23 @@ def agent_host(ctx: CommandContext) -> AgentHost:
                  f"cluster, then `xeoncluster train ... --name {ctx.config.name} --run RUN --resume`") from None
 
 
+def cluster_is_up(ctx: CommandContext) -> bool:
+    try:
+        record = ctx.state.load()
+    except XeonClusterError:
+        return False
+    return record is not None and bool(record.nodes)
+
+
+def gone_note(ctx: CommandContext) -> str:
+    removal = find_removal(ctx.config.name)
+    what = removal.describe() if removal else f"cluster '{ctx.config.name}' is not up on this machine"
+    return f"{what}; these runs are kept in storage"
+
+
 def list_runs(ctx: CommandContext) -> RunsResult:
+    if not cluster_is_up(ctx):
+        return RunsResult(ctx.config.name, [s.record for s in stored_runs(ctx, ctx.config.name)], [gone_note(ctx)])
     host = agent_host(ctx)
     records = client.list_records(host, ctx.config.name)
     notes = []

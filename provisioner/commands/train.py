@@ -25,6 +25,7 @@ from ..state import ClusterRecord
 from ..train_plan import LaunchPlan, TrainRequest, check_request, check_run_name, default_run_name
 from .train_prepare import Preparer
 from .train_results import Fetched, fetch_results, results_dir
+from .train_storage import no_checkpoint, run_storage, stored_checkpoint
 
 
 @dataclass
@@ -76,15 +77,19 @@ def _submit(ctx: CommandContext, shell: NodeShell, host: AgentHost, record: Clus
             raise BusyError(f"cluster '{ctx.config.name}' is busy: run {busy.run} is {busy.state.value}",
                             hint=f"follow it with `xeoncluster logs {busy.run} -f --name {ctx.config.name}`, or "
                                  f"stop it with `xeoncluster cancel {busy.run} --name {ctx.config.name}`")
+        location = run_storage(ctx, preparer.request, record)
         plan = preparer.prepare(shell, run)
+        restore = None
         if preparer.request.resume and not preparer.check_checkpoint(shell, plan.home, run):
-            raise ConfigError(f"--resume: run '{run}' has no checkpoint on {plan.nodes[0].name} (master)",
-                              hint="checkpoints are written every --save-steps steps; start a new run instead")
+            restore = stored_checkpoint(ctx, location, run)
+            if restore is None:
+                raise no_checkpoint(run, plan.nodes[0].name, location)
         preparer.send_env_file(shell, run)
         client.install(ctx, shell, host, record)
         request = _for_host(preparer.request, host, plan)
         started = RunRecord(run=run, cluster=ctx.config.name, task=request.task, nodes=[n.name for n in plan.nodes])
-        client.submit(host, ctx.config.name, Submission(request, plan), started)
+        submission = Submission(request, plan, location, ctx.config.storage.keep_checkpoints, restore)
+        client.submit(host, ctx.config.name, submission, started)
         client.start(host, ctx.config.name, run)
     ctx.reporter.info(f"run {run}: {plan.ranks.world_size} ranks on {len(plan.nodes)} node(s), supervised by "
                       f"its agent on {host.name}")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..context import CommandContext
-from ..errors import ConfigError, RemoteError
+from ..errors import RemoteError
 from ..package_sync import package_files, sync_data_file, sync_tree
 from ..paths import project_file
 from ..providers.base import Node
@@ -106,16 +106,13 @@ class Preparer:
                 raise RemoteError(f"could not build the demo assets on {node.name}: {result.last_line()}")
 
     def check_checkpoint(self, shell: NodeShell, home: str, run: str) -> bool:
-        """Whether the master holds a checkpoint of `run`; a run unknown to the master is bad input."""
+        """Whether the master holds a checkpoint of `run` (else it may come from storage)."""
         master = self.nodes[0]
         remote = RemoteLayout(home).run_dir(run)
-        command = f"cd {shlex.quote(remote)} 2>/dev/null || {{ echo no-run; exit 0; }}; ls -d checkpoint-* || true"
+        command = f"cd {shlex.quote(remote)} 2>/dev/null || exit 0; ls -d checkpoint-* 2>/dev/null || true"
         result = shell.run([master], command)[master.name]
         if not result.ok:
             raise RemoteError(f"cannot look for checkpoints on {master.name}: {result.last_line()}")
-        if "no-run" in result.stdout.split():
-            raise ConfigError(f"--resume: no run '{run}' on {master.name} (master) to resume",
-                              hint="`xeoncluster train ... --run RUN --resume` with a run this cluster started")
         return any(line.startswith("checkpoint-") for line in result.stdout.split())
 
     def send_env_file(self, shell: NodeShell, run: str) -> None:

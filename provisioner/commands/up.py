@@ -168,8 +168,9 @@ class UpSteps:
         steps: list[Step] = [("prepare: key, network", self.prepare),
                              (f"image: {self.image.action.value}", self.use_image),
                              ("launch master", self.launch_master)]
+        steps.insert(1, ("run storage", self.run_storage))
         if self.ctx.provider.agent_on_master:
-            steps.insert(1, ("the master's role for its run agent", self.agent_access))
+            steps.insert(2, ("the master's role for its run agent", self.agent_access))
         workers = [(f"launch {nodes - 1} worker(s)", self.launch_workers)] if nodes > 1 else []
         if self._launch_together():
             steps[-1] = (f"launch master and {nodes - 1} worker(s)", self.launch_all)
@@ -209,8 +210,15 @@ class UpSteps:
             self.record.add_resources(kind, ids)
         self.network = prepared.network
 
+    def run_storage(self) -> None:
+        cfg = self.ctx.config
+        self.record.storage = self.ctx.provider.storage_location(cfg, cfg.storage.url, self.ctx.state.home / "storage",
+                                                                 create=True)
+        self.ctx.reporter.detail(f"runs are kept in {self.record.storage.url}")
+
     def agent_access(self) -> None:
-        created = self.ctx.provider.prepare_agent_access(self.ctx.config, self.network, self.image.key)
+        created = self.ctx.provider.prepare_agent_access(self.ctx.config, self.network, self.image.key,
+                                                         self.record.storage)
         self.record.add_resources("role", created)
 
     def use_image(self) -> None:

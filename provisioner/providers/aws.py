@@ -9,11 +9,23 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, ProviderError
+from ..storage.base import Storage, StorageLocation
 from ..topology import CpuTopology
-from . import aws_images, aws_instances, aws_network, aws_plan, aws_prepare, aws_role, aws_teardown, aws_volumes
+from . import (
+    aws_images,
+    aws_instances,
+    aws_network,
+    aws_plan,
+    aws_prepare,
+    aws_role,
+    aws_storage,
+    aws_teardown,
+    aws_volumes,
+)
 from .aws_checkip import checkip_caller_ip
 from .aws_clients import OPTIONAL_RETRIES, ApiCall, AwsClients, translated
 from .aws_console import ConsoleWait, poll_host_keys
@@ -101,13 +113,15 @@ class AwsProvider(Provider):
     def _find_network(self, cluster: ClusterConfig) -> Network:
         return aws_prepare.find_network(self.ec2, cluster)
 
-    def prepare_agent_access(self, cluster: ClusterConfig, network: Network | None, image_key: str | None) -> list[str]:
-        """The master's role and instance profile, scoped to this cluster (aws_role.py)."""
+    def prepare_agent_access(self, cluster: ClusterConfig, network: Network | None, image_key: str | None,
+                             storage: StorageLocation | None) -> list[str]:
+        """The master's role and instance profile, scoped to this cluster and its storage (aws_role.py)."""
         with translated(f"preparing the master's role for {cluster.name}"):
             network = network or self._find_network(cluster)
+            prefix = (storage.bucket, storage.cluster_key(cluster.name)) if storage and storage.bucket else None
             scope = aws_role.RoleScope(
                 cluster.name, self.region, self.account_id(), str(network.security_group_id),
-                tuple(network.subnets.values()), self._base_image_id(cluster), image_key)
+                tuple(network.subnets.values()), self._base_image_id(cluster), image_key, prefix)
             result = aws_role.ensure_master_role(self.clients.client("iam"), scope)
         self.events(f"role {result.name} for the master's run agent: {'created' if result.created else 'updated'}")
         return [result.name] if result.created else []
@@ -116,6 +130,26 @@ class AwsProvider(Provider):
         """The master's instance profile, if `up` made one (a provider used on its own may not have)."""
         name = aws_role.role_name(cluster.name, self.region)
         return name if aws_role.profile_exists(self.clients.client("iam"), name) else None
+
+    def storage_location(self, cluster: ClusterConfig, url: str, default_folder: Path,
+                         create: bool) -> StorageLocation:
+        """`auto`: the account's bucket for this region (made once, locked down); `s3://BUCKET/PREFIX`:
+        used as it is, once checked. A folder is refused: the agent on the master could not reach it."""
+        s3 = self.clients.client("s3")
+        if url == "auto":
+            bucket = aws_storage.auto_bucket(self.account_id(), self.region)
+            with translated(f"preparing the run storage s3://{bucket}"):
+                aws_storage.ensure_auto_bucket(s3, bucket, self.region, create)
+            return StorageLocation(url=f"s3://{bucket}", bucket=bucket)
+        if not url.startswith("s3://"):
+            raise ConfigError(f"storage: {url!r}: on AWS, runs are kept in S3", hint="storage: auto, or s3://BUCKET/PREFIX")
+        location = aws_storage.parse_s3_url(url)
+        with translated(f"checking the run storage {url}"):
+            aws_storage.check_named_bucket(s3, location.bucket, self.region)
+        return location
+
+    def open_storage(self, location: StorageLocation) -> Storage:
+        return aws_storage.S3Storage(self.clients.client("s3"), location)
 
     def account_id(self) -> str:
         with translated("reading the AWS identity"):

@@ -9,9 +9,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import ConfigError, ProviderError
+from ..storage.base import Storage, StorageLocation
 from ..topology import CpuTopology
 
 if TYPE_CHECKING:
@@ -212,11 +214,33 @@ class Provider(ABC):
         (Where supported, this may wait a while for the keys to appear.)"""
         return []
 
-    def prepare_agent_access(self, cluster: ClusterConfig, network: Network | None, image_key: str | None) -> list[str]:
+    def prepare_agent_access(self, cluster: ClusterConfig, network: Network | None, image_key: str | None,
+                             storage: StorageLocation | None) -> list[str]:
         """Give the master what its run agent needs to act on the cluster by itself (on a cloud: a role
-        scoped to this cluster); idempotent. Returns what it created. Not supported: the agent runs on
-        this machine, with the user's own access."""
+        scoped to this cluster and its storage prefix); idempotent. Returns what it created. Not
+        supported: the agent runs on this machine, with the user's own access."""
         return []
+
+    def storage_location(self, cluster: ClusterConfig, url: str, default_folder: Path,
+                         create: bool) -> StorageLocation:
+        """Where runs of this cluster keep what must outlive the nodes. Not supported beyond a folder on
+        this machine (`auto`: `default_folder`); `create` makes it, else it is only checked."""
+        if url == "auto":
+            folder = default_folder
+        elif url.startswith(("/", "file:///")):
+            folder = Path(url.removeprefix("file://"))
+        else:
+            raise ConfigError(f"storage: {url!r}: the {self.name} provider keeps runs in a folder on this machine",
+                              hint="storage: auto, or an absolute folder such as /srv/xeoncluster-runs")
+        if create:
+            folder.mkdir(parents=True, exist_ok=True)
+        return StorageLocation(url=str(folder), folder=str(folder))
+
+    def open_storage(self, location: StorageLocation) -> Storage:
+        """A folder, wherever the agent runs (the local provider's agent runs on this machine)."""
+        from ..storage.folder import FolderStorage
+
+        return FolderStorage(location)
 
     def pending_image(self, key: str) -> PendingImage | None:
         """Not supported: images are made while `up` waits, so none is ever left pending. Read-only."""

@@ -1,0 +1,87 @@
+"""Runs as storage keeps them: what `runs`, `logs` and `storage` read when the cluster is gone (or
+was never on this machine), and what `storage rm` removes."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from ..agent.record import RunRecord
+from ..agent.storage_sync import durable_steps
+from ..context import CommandContext
+from ..errors import ConfigError
+from ..storage.base import Storage, StorageLocation
+from .train_results import Fetched, results_dir
+
+RESULT_FILES = ("metrics.json", "predictions.json", "null_odds.json", "loss.png")
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    record: RunRecord
+    checkpoints: tuple[int, ...]
+    size_bytes: int
+
+
+def open_storage(ctx: CommandContext, url: str | None = None) -> tuple[StorageLocation, Storage]:
+    """The config's storage (read-only: an `auto` bucket that does not exist yet holds nothing)."""
+    location = ctx.provider.storage_location(ctx.config, url or ctx.config.storage.url, ctx.state.home / "storage",
+                                             create=False)
+    return location, ctx.provider.open_storage(location)
+
+
+def stored_runs(ctx: CommandContext, cluster: str | None = None) -> list[StoredRun]:
+    """The runs kept in storage, of one cluster or of all, newest first."""
+    location, storage = open_storage(ctx)
+    found = []
+    for item in storage.objects(location.key(cluster) if cluster else location.key()):
+        parts = item.key[len(location.key()):].strip("/").split("/")
+        if len(parts) == 4 and parts[1] == "runs" and parts[3] == "run.json":
+            text = storage.get_text(item.key)
+            if text:
+                record = RunRecord.model_validate_json(text)
+                key = location.run_key(parts[0], parts[2])
+                size = sum(o.size for o in storage.objects(key))
+                found.append(StoredRun(record, tuple(durable_steps(storage, key)), size))
+    return sorted(found, key=lambda s: s.record.submitted_at, reverse=True)
+
+
+def stored_run(ctx: CommandContext, run: str | None) -> StoredRun:
+    runs = stored_runs(ctx, ctx.config.name)
+    if not runs:
+        raise ConfigError(f"cluster '{ctx.config.name}' has no run on this machine's records nor in storage",
+                          hint="`xeoncluster storage ls` lists the runs kept in storage")
+    found = runs[0] if run is None else next((r for r in runs if r.record.run == run), None)
+    if found is None:
+        raise ConfigError(f"no run '{run}' of cluster '{ctx.config.name}' in storage",
+                          hint="`xeoncluster storage ls` lists the runs kept in storage")
+    return found
+
+
+def stored_log(ctx: CommandContext, run: str) -> str:
+    location, storage = open_storage(ctx)
+    return storage.get_text(f"{location.run_key(ctx.config.name, run)}/train.log") or ""
+
+
+def fetch_stored_results(ctx: CommandContext, run: str) -> Fetched | None:
+    """A finished run's results from storage into $XEONCLUSTER_HOME/results/NAME/RUN."""
+    location, storage = open_storage(ctx)
+    base = f"{location.run_key(ctx.config.name, run)}/results"
+    target = results_dir(ctx, run)
+    present = {o.key.rsplit("/", 1)[1] for o in storage.objects(base)}
+    for name in (n for n in RESULT_FILES if n in present):
+        storage.get_file(f"{base}/{name}", target / name)
+    if "metrics.json" not in present:
+        return None
+    metrics = json.loads((target / "metrics.json").read_text())
+    return Fetched(metrics, target / "metrics.json", [target / n for n in RESULT_FILES[1:] if n in present])
+
+
+def remove_stored_run(ctx: CommandContext, cluster: str, run: str) -> int:
+    """Every object of the run, in the storage it was kept in; returns how many."""
+    location, storage = open_storage(ctx)
+    keys = [o.key for o in storage.objects(location.run_key(cluster, run))]
+    if not keys:
+        raise ConfigError(f"no run '{run}' of cluster '{cluster}' in {location.url}",
+                          hint="`xeoncluster storage ls` lists the runs kept there")
+    storage.delete(keys)
+    return len(keys)

@@ -1,0 +1,64 @@
+"""The storage interface every backend implements (a folder here, S3 on AWS), and the layout of a
+cluster's runs in it:
+
+    PREFIX/CLUSTER/runs/RUN/run.json, train.log, events.jsonl
+    PREFIX/CLUSTER/runs/RUN/checkpoints/checkpoint-N/...   (MANIFEST.json written last: durable)
+    PREFIX/CLUSTER/runs/RUN/results/metrics.json, predictions.json, null_odds.json, loss.png
+    PREFIX/CLUSTER/runs/RUN/model/...                       (the final model, Hugging Face format)
+    PREFIX/CLUSTER/removed.json                             (when the cluster removed itself, and why)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+MANIFEST = "MANIFEST.json"
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    key: str
+    size: int
+
+
+@dataclass(frozen=True)
+class StorageLocation:
+    """A storage root: `s3://BUCKET/PREFIX`, or a folder."""
+
+    url: str            # as the user sees it
+    bucket: str = ""    # S3
+    prefix: str = ""    # S3 key prefix, without slashes at either end
+    folder: str = ""    # a folder on the machine that runs the agent
+
+    def key(self, *parts: str) -> str:
+        return "/".join(p.strip("/") for p in (self.prefix, *parts) if p.strip("/"))
+
+    def cluster_key(self, cluster: str) -> str:
+        return self.key(cluster)
+
+    def run_key(self, cluster: str, run: str) -> str:
+        return self.key(cluster, "runs", run)
+
+    def where(self, cluster: str, run: str | None = None) -> str:
+        """A cluster's (or one of its runs') place in the storage, for people."""
+        inner = self.run_key(cluster, run) if run else self.cluster_key(cluster)
+        return f"s3://{self.bucket}/{inner}" if self.bucket else str(Path(self.folder) / inner)
+
+
+class Storage(Protocol):
+    location: StorageLocation
+
+    def put_file(self, path: Path, key: str) -> None: ...
+
+    def put_text(self, key: str, text: str) -> None: ...
+
+    def get_file(self, key: str, path: Path) -> None: ...
+
+    def get_text(self, key: str) -> str | None: ...
+
+    def objects(self, prefix: str) -> list[StoredObject]: ...
+
+    def delete(self, keys: list[str]) -> None: ...
+
+    def copy(self, source: str, target: str) -> None: ...
