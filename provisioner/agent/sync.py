@@ -45,7 +45,10 @@ def _pull(ctx: CommandContext, record: ClusterRecord, live: dict[str, Node]) -> 
     if not result.ok:
         return None
     state_text, _, pins_text = result.stdout.partition("\x1e")
-    agent = ClusterRecord.model_validate_json(state_text)
+    try:
+        agent = ClusterRecord.model_validate_json(state_text)
+    except ValueError:
+        return None  # no agent has run on this master yet: nothing of its to bring back
     nodes = [live.get(n.name, n) for n in agent.node_list()]  # as this machine reaches them
     pinned = {line.split(" ", 1)[0].split(",")[0]: line.split(" ", 1)[1]
               for line in pins_text.splitlines() if " " in line}

@@ -135,18 +135,9 @@ class AwsProvider(Provider):
                          create: bool) -> StorageLocation:
         """`auto`: the account's bucket for this region (made once, locked down); `s3://BUCKET/PREFIX`:
         used as it is, once checked. A folder is refused: the agent on the master could not reach it."""
-        s3 = self.clients.client("s3")
-        if url == "auto":
-            bucket = aws_storage.auto_bucket(self.account_id(), self.region)
-            with translated(f"preparing the run storage s3://{bucket}"):
-                aws_storage.ensure_auto_bucket(s3, bucket, self.region, create)
-            return StorageLocation(url=f"s3://{bucket}", bucket=bucket)
-        if not url.startswith("s3://"):
-            raise ConfigError(f"storage: {url!r}: on AWS, runs are kept in S3", hint="storage: auto, or s3://BUCKET/PREFIX")
-        location = aws_storage.parse_s3_url(url)
-        with translated(f"checking the run storage {url}"):
-            aws_storage.check_named_bucket(s3, location.bucket, self.region)
-        return location
+        account = self.account_id() if url == "auto" else ""
+        with translated(f"preparing the run storage {url}"):
+            return aws_storage.resolve(self.clients.client("s3"), url, account, self.region, create)
 
     def open_storage(self, location: StorageLocation) -> Storage:
         return aws_storage.S3Storage(self.clients.client("s3"), location)

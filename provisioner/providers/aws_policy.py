@@ -38,14 +38,37 @@ ACTIONS: dict[str, tuple[str, ...]] = {
             "PassRole"),
     "sts": ("GetCallerIdentity",),
     "ssm": ("GetParameter",),
+    # Run storage: the account's xeoncluster-* bucket (made once, locked down) and the runs in it.
+    "s3": ("CreateBucket", "PutBucketPublicAccessBlock", "PutEncryptionConfiguration", "PutLifecycleConfiguration",
+           "PutBucketTagging", "GetBucketLocation", "ListBucket", "GetObject", "PutObject", "DeleteObject",
+           "AbortMultipartUpload"),
     "pricing": ("GetProducts",),
     "servicequotas": ("GetServiceQuota",),
 }
 # Never called by name: EC2 and IAM authorize tags given at creation as CreateTags/TagRole/
 # TagInstanceProfile, and an instance profile given to RunInstances as PassRole on its role.
-TAG_ON_CREATE_ONLY = frozenset({"ec2:CreateTags", "iam:TagRole", "iam:TagInstanceProfile", "iam:PassRole"})
+TAG_ON_CREATE_ONLY = frozenset({"ec2:CreateTags", "iam:TagRole", "iam:TagInstanceProfile", "iam:PassRole",
+                                # boto3's transfer manager aborts a multipart upload that failed
+                                "s3:AbortMultipartUpload"})
 # boto3 service name -> IAM prefix, where they differ
 IAM_PREFIX = {"service-quotas": "servicequotas"}
+# S3 authorizes operations under other names: what each call the provider makes needs.
+S3_ACTION = {"HeadBucket": "ListBucket", "ListObjectsV2": "ListBucket", "DeleteObjects": "DeleteObject",
+             "CopyObject": "PutObject", "HeadObject": "GetObject", "PutPublicAccessBlock": "PutBucketPublicAccessBlock",
+             "PutBucketEncryption": "PutEncryptionConfiguration",
+             "PutBucketLifecycleConfiguration": "PutLifecycleConfiguration", "CreateMultipartUpload": "PutObject",
+             "UploadPart": "PutObject", "CompleteMultipartUpload": "PutObject"}
+# The boto3 method the provider calls for each S3 action (their names differ).
+S3_CALLED_AS = {"ListBucket": "head_bucket", "PutEncryptionConfiguration": "put_bucket_encryption",
+                "PutBucketPublicAccessBlock": "put_public_access_block",
+                "PutLifecycleConfiguration": "put_bucket_lifecycle_configuration", "PutObject": "upload_file",
+                "DeleteObject": "delete_objects"}
+
+
+def iam_action(service: str, operation: str) -> str:
+    """The IAM action a boto3 call (`service`, `operation`) is authorized as."""
+    prefix = IAM_PREFIX.get(service, service)
+    return f"{prefix}:{S3_ACTION.get(operation, operation) if prefix == 's3' else operation}"
 
 
 def actions() -> list[str]:
@@ -58,7 +81,9 @@ def policy_document() -> dict[str, Any]:
         "Version": "2012-10-17",
         "Statement": [
             {"Sid": "XeonclusterEc2AndEstimates", "Effect": "Allow",
-             "Action": [a for a in actions() if not a.startswith(("ssm:", "iam:"))], "Resource": "*"},
+             "Action": [a for a in actions() if not a.startswith(("ssm:", "iam:", "s3:"))], "Resource": "*"},
+            {"Sid": "XeonclusterRunStorage", "Effect": "Allow", "Action": [a for a in actions() if a.startswith("s3:")],
+             "Resource": ["arn:aws:s3:::xeoncluster-*", "arn:aws:s3:::xeoncluster-*/*"]},
             {"Sid": "XeonclusterMasterRole", "Effect": "Allow",
              "Action": [a for a in actions() if a.startswith("iam:") and a != "iam:PassRole"],
              "Resource": ["arn:aws:iam::*:role/xeoncluster-*", "arn:aws:iam::*:instance-profile/xeoncluster-*"]},

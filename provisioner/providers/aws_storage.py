@@ -31,6 +31,19 @@ def parse_s3_url(url: str) -> StorageLocation:
     return StorageLocation(url=url.rstrip("/"), bucket=bucket, prefix=prefix.strip("/"))
 
 
+def resolve(s3: Any, url: str, account: str, region: str, create: bool) -> StorageLocation:
+    """`auto`: the account's bucket for the region (made if `create`); `s3://BUCKET/PREFIX`: checked."""
+    if url == "auto":
+        bucket = auto_bucket(account, region)
+        ensure_auto_bucket(s3, bucket, region, create)
+        return StorageLocation(url=f"s3://{bucket}", bucket=bucket)
+    if not url.startswith("s3://"):
+        raise ConfigError(f"storage: {url!r}: on AWS, runs are kept in S3", hint="storage: auto, or s3://BUCKET/PREFIX")
+    location = parse_s3_url(url)
+    check_named_bucket(s3, location.bucket, region)
+    return location
+
+
 def ensure_auto_bucket(s3: Any, bucket: str, region: str, create: bool) -> None:
     """The account's bucket for this region: private, encrypted, incomplete uploads aborted, tagged."""
     try:

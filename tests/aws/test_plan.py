@@ -40,7 +40,7 @@ def test_plan_for_a_fresh_cluster(provider, aws, tmp_path):
 def test_plan_reuses_what_exists(provider, aws, tmp_path):
     cluster = cluster_config(nodes=2)
     prepared = provider.prepare(cluster, PUBLIC_KEY)
-    provider.prepare_agent_access(cluster, prepared.network, stock_image_key())
+    provider.prepare_agent_access(cluster, prepared.network, stock_image_key(), None)
     node = provider.launch(cluster, 1, None, "master", 0)[0]
     image = provider.bake(cluster, node, stock_image_key())
     aws.clear()
