@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from ..errors import XeonClusterError
-from . import cluster_commands, runs_commands, train_command  # noqa: F401 - importing them registers their commands
+from . import cluster_commands, export_command, runs_commands, storage_commands, train_command  # noqa: F401 - importing them registers their commands
 from .group import cli
 
 __all__ = ["cli", "main"]

@@ -1,0 +1,98 @@
+"""`xeoncluster export`: parse the options into an ExportRequest, print the manifest provisioner/kube builds."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..config import default_config_path, load_config
+from ..kube import export as kube_export
+from ..kube.job_spec import DEFAULT_PVC, ExportRequest
+from ..kube.paths import MOUNT
+from ..stacks import get_stack
+from ..train_plan import DEFAULT_MODEL, TrainRequest, parse_env
+from .group import CONTEXT, PassThroughCommand, cli, pass_through
+
+
+@cli.command(cls=PassThroughCommand, context_settings=CONTEXT)
+@click.argument("kind", metavar="trainjob|pytorchjob")
+@click.argument("task", metavar="TASK")
+@click.option("--nodes", type=int, help="nodes, one training pod each (numNodes / Worker replicas); "
+                                        "default: the config's nodes")
+@click.option("--instance-type", help="EC2 instance type of the nodes, from the instance catalog: sizes the ranks, "
+                                      "threads and resources and selects the nodes; default: the config's first")
+@click.option("--image", help="container image with the stack and training/ (see --dockerfile); "
+                              "default xeoncluster-training:STACK")
+@click.option("--dockerfile", type=click.Path(dir_okay=False, path_type=Path),
+              help="also write a Dockerfile for the image here: the stack's pins, tcmalloc, training/")
+@click.option("--pvc", default=DEFAULT_PVC, show_default=True,
+              help=f"PersistentVolumeClaim mounted at {MOUNT} in every pod (ReadWriteMany with several nodes): "
+                   "data, outputs, checkpoints and the HF caches")
+@click.option("--market", help="spot or on-demand: the capacity type the pods select (Karpenter's "
+                               "karpenter.sh/capacity-type label); spot also tolerates a spot taint. "
+                               "Default: the config's market (spot)")
+@click.option("--stack", "stack_name", help="software stack from ami/stacks.yaml (stock, intel); default: the config's")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="cluster.yaml for the defaults above (default: ./cluster.yaml if present, else built-in)")
+@click.option("--task", "glue_task", default="mrpc", show_default=True, help="GLUE task name (glue only)")
+@click.option("--demo", is_flag=True, help="offline demo: a tiny BERT and synthetic data, built on the PVC")
+@click.option("--dataset", help="Hugging Face dataset name (default: squad / glue)")
+@click.option("--train-file", help=f"training file's absolute path inside the pod (e.g. on the PVC: {MOUNT}/...)")
+@click.option("--eval-file", help="evaluation file's absolute path inside the pod")
+@click.option("--model", help=f"hub id or a directory inside the pod (default {DEFAULT_MODEL})")
+@click.option("--run", help="run name: names the job and its folder on the PVC (default TASK-TIMESTAMP; "
+                            "lowercase letters, digits, '-')")
+@click.option("--ppn", type=int, help="ranks per node (default: one per socket)")
+@click.option("--threads", type=int, help="OpenMP threads per rank (default: physical cores per rank of the pod)")
+@click.option("--env", "env_pairs", multiple=True, metavar="K=V",
+              help="extra env for every rank, written into the manifest as plain text (use a Secret for "
+                   "tokens); repeatable")
+@click.option("--offline", is_flag=True, help="set HF_HUB_OFFLINE=1 in the pods")
+@click.option("--tune/--no-tune", default=True, show_default=True,
+              help="--no-tune drops the computed threads/binding/tcmalloc (for comparison)")
+@click.option("--max-restarts", type=int, default=2, show_default=True,
+              help="restart the job's pods and resume from the newest checkpoint this many times after a lost "
+                   "node or a failure; 0 fails at once")
+@click.pass_context
+def export(ctx: click.Context, kind: str, task: str, nodes: int | None, instance_type: str | None,
+           image: str | None, dockerfile: Path | None, pvc: str, market: str | None, stack_name: str | None,
+           config_path: Path | None, env_pairs: tuple[str, ...], **train: Any) -> None:
+    """Print a Kubernetes manifest (YAML) that runs TASK (squad or glue) as `xeoncluster train` would.
+
+    \b
+    trainjob    Kubeflow Trainer v2: a TrainingRuntime (restart settings) and a TrainJob
+    pytorchjob  Kubeflow Training Operator: a PyTorchJob (legacy API)
+
+    Ranks per node, OpenMP threads, thread binding and LD_PRELOAD (tcmalloc) come from the planner
+    `train` uses, over the CPUs one pod gets of an --instance-type node; requests equal limits and a
+    core and some memory stay with kubelet. Every pod runs torchrun over `python -m training`, with
+    /dev/shm in memory and the --pvc volume for data, outputs and caches; after a lost (spot) node
+    the pods restart and resume from the newest checkpoint. Nothing here talks to a cluster: apply
+    the output with `kubectl apply -f`. Arguments after `--` go to `python -m training` and the HF
+    TrainingArguments (e.g. -- --epochs 2 --learning_rate 5e-5).
+    """
+    globals_ = (ctx.find_root().obj or {}).get("globals", {})
+    config = load_config(config_path or globals_.get("config_path") or default_config_path())
+    stack = get_stack(stack_name or config.stack)
+    request = ExportRequest(
+        kind=kind, train=_train_request(task, env_pairs, pass_through(ctx), train),
+        nodes=config.nodes if nodes is None else nodes, instance_type=instance_type or config.instance_types[0],
+        image=f"xeoncluster-training:{stack.name}" if image is None else image, pvc=pvc,
+        market=market or config.market)
+    result = kube_export.export(request, stack)
+    if dockerfile is not None:
+        kube_export.write_dockerfile(dockerfile, result, stack)
+        click.echo(f"wrote {dockerfile}: docker build -f {dockerfile} -t {request.image} "
+                   "<a xeoncluster checkout>", err=True)
+    click.echo(kube_export.to_yaml(result), nl=False)
+
+
+def _train_request(task: str, env_pairs: tuple[str, ...], trainer_args: tuple[str, ...],
+                   options: dict[str, Any]) -> TrainRequest:
+    train_file, eval_file = (Path(options[key]) if options[key] else None for key in ("train_file", "eval_file"))
+    return TrainRequest(
+        task=task, glue_task=options["glue_task"], dataset=options["dataset"], model=options["model"],
+        demo=options["demo"], run=options["run"], ppn=options["ppn"], threads=options["threads"],
+        env=parse_env(env_pairs), trainer_args=trainer_args, offline=options["offline"], tuned=options["tune"],
+        max_restarts=options["max_restarts"], train_file=train_file, eval_file=eval_file)
