@@ -58,7 +58,7 @@ class StorageSync:
                     break
                 except Exception as exc:  # noqa: BLE001 - storage must never fail the training: report, retry
                     self.report(f"storing {what} failed ({type(exc).__name__}: {exc})"
-                                + (f"; retrying in {delay}s" if delay else "; giving up on it"))
+                                + (f"; retrying in {delay}s" if delay is not None else "; giving up on it"))
                     if delay is None:
                         self.failures += 1
                     else:

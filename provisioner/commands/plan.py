@@ -60,9 +60,17 @@ def run(ctx: CommandContext) -> Plan:
     placement = provider.placement(cfg)
     groups = instance_groups(cfg.nodes, placement, image, prices)
     notes = provider.plan_notes(cfg) + tuple(checks)
-    return Plan(cfg.name, provider.name, placement.region, cfg.nodes, tuple(provider.planned_resources(cfg)), groups,
+    resources = (*provider.planned_resources(cfg), planned_storage(ctx))
+    return Plan(cfg.name, provider.name, placement.region, cfg.nodes, resources, groups,
                 image, PlannedStack(stack.name, stack.backend, stack.packages), total_per_hour(groups, bool(prices)),
                 prices, notes)
+
+
+def planned_storage(ctx: CommandContext) -> PlannedResource:
+    location = ctx.provider.storage_location(ctx.config, ctx.config.storage.url, ctx.state.home / "storage",
+                                             create=False)
+    return PlannedResource("storage", location.url, "use", "checkpoints, logs and results of every run "
+                                                           "(made if missing; never removed by down)")
 
 
 def instance_groups(nodes: int, placement: Placement, image: ImagePlan,

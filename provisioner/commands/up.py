@@ -59,6 +59,8 @@ def run(ctx: CommandContext, keep_on_failure: bool = False) -> UpResult:
         if existing is not None and existing.ready:
             return _already_up(ctx, existing)
         notes = ctx.provider.preflight(ctx.config)
+        # Bad storage stops `up` before anything is made; the `auto` bucket itself is made by a step.
+        ctx.provider.storage_location(ctx.config, ctx.config.storage.url, ctx.state.home / "storage", create=False)
         if existing is None:
             _refuse_orphans(ctx)
         image = decide_image(ctx.config, ctx.provider, get_stack(ctx.config.stack))

@@ -118,7 +118,7 @@ class Removed:
 class PlannedResource:
     kind: str
     name: str
-    action: str  # "create" | "reuse"
+    action: str  # "create" | "reuse" | "use" (kept outside the cluster)
     detail: str = ""
 
 

@@ -22,8 +22,10 @@ def test_plan_for_a_fresh_cluster(provider, aws, tmp_path):
     plan = make_plan(provider, cluster, tmp_path)
     assert aws.mutating(service=None) == []
     assert [(r.kind, r.action) for r in plan.resources] == [
-        ("key_pair", "create"), ("security_group", "create"), ("placement_group", "create"), ("role", "create")]
-    assert plan.resources[-1].name == "xeoncluster-t1-us-east-1"
+        ("key_pair", "create"), ("security_group", "create"), ("placement_group", "create"), ("role", "create"),
+        ("storage", "use")]
+    assert plan.resources[-2].name == "xeoncluster-t1-us-east-1"
+    assert plan.resources[-1].name == "s3://xeoncluster-123456789012-us-east-1"
     assert "tcp/22 from 203.0.113.7/32" in plan.resources[1].detail
     assert (plan.image.action, plan.image.image, plan.image.base_id) == ("bake", None, UBUNTU_AMI)
     master, workers = plan.instances
@@ -46,7 +48,7 @@ def test_plan_reuses_what_exists(provider, aws, tmp_path):
     aws.clear()
     plan = make_plan(provider, cluster, tmp_path)
     assert aws.mutating(service=None) == []
-    assert [r.action for r in plan.resources] == ["reuse", "reuse", "reuse"]
+    assert [r.action for r in plan.resources] == ["reuse", "reuse", "reuse", "use"]
     assert (plan.image.action, plan.image.image.id) == ("reuse", image.id)
     assert [i.image for i in plan.instances] == [image.id, image.id]
 
