@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,10 +15,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
+from .ec2_errors import ACCOUNT
+from .ec2_errors import ec2_error as _error
 from .faults import Faults
 from .fleet import Fleet, Launch
+from .placement_groups import PlacementGroups
 
-ACCOUNT = "123456789012"
 REGION = "us-east-1"
 CANONICAL = "099720109477"
 BASE_IMAGE_PARAMETER = "/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id"
@@ -105,56 +106,6 @@ class MotoState:
         ami.state = name
 
 
-# -- placement groups (moto raises NotImplemented) ------------------------------------------------
-@dataclass
-class PlacementGroups:
-    groups: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    def create(self, region: str, name: str, strategy: str, tags: dict[str, str]) -> dict[str, Any]:
-        with self.lock:
-            if (region, name) in self.groups:
-                raise _error("InvalidPlacementGroup.Duplicate", f"The Placement Group '{name}' already exists.")
-            group = {"GroupName": name, "Strategy": strategy, "State": "available",
-                     "GroupId": f"pg-{len(self.groups) + 1:017x}",
-                     "GroupArn": f"arn:aws:ec2:{region}:{ACCOUNT}:placement-group/{name}",
-                     "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
-            self.groups[(region, name)] = group
-            return group
-
-    def delete(self, region: str, name: str) -> None:
-        with self.lock:
-            if self.groups.pop((region, name), None) is None:
-                raise _error("InvalidPlacementGroup.Unknown", f"The Placement Group '{name}' is unknown.")
-
-    def describe(self, region: str, names: list[str], filters: dict[str, list[str]]) -> list[dict[str, Any]]:
-        with self.lock:
-            found = [g for (r, _), g in self.groups.items() if r == region]
-        if names:
-            found = [g for g in found if g["GroupName"] in names]
-        return [g for g in found if all(_pg_matches(g, k, v) for k, v in filters.items())]
-
-
-def _pg_matches(group: dict[str, Any], name: str, values: list[str]) -> bool:
-    if name == "group-name":
-        return group["GroupName"] in values
-    if name == "strategy":
-        return group["Strategy"] in values
-    if name == "state":
-        return group["State"] in values
-    if name.startswith("tag:"):
-        return any(t["Key"] == name[4:] and t["Value"] in values for t in group["Tags"])
-    if name == "tag-key":
-        return any(t["Key"] in values for t in group["Tags"])
-    raise _error("InvalidParameterValue", f"The filter '{name}' is invalid")
-
-
-def _error(code: str, message: str) -> Exception:
-    from moto.ec2.exceptions import EC2ClientError
-
-    return EC2ClientError(code, message)
-
-
 # -- installing the patches -------------------------------------------------------------------------
 @dataclass
 class Hooks:
@@ -237,9 +188,14 @@ class Hooks:
             return reservation
 
         def terminate_instances(backend: Any, instance_ids: list[str]) -> Any:
-            result = real_terminate(backend, instance_ids)
-            hooks.fleet.terminating([i.id for i, _ in result])
-            return result
+            # EC2 answers a second TerminateInstances of an instance that is shutting down with its state;
+            # moto would terminate it again and fail on its network interface, deleted the first time.
+            going = [i for i in backend.get_multi_instances_by_id(instance_ids) if i.state == "shutting-down"]
+            rest = [i for i in instance_ids if i not in {g.id for g in going}]
+            result = real_terminate(backend, rest) if rest else []
+            if result:
+                hooks.fleet.terminating([i.id for i, _ in result])
+            return [*result, *((instance, instance._state) for instance in going)]
 
         EC2Backend.run_instances = run_instances  # type: ignore[method-assign, assignment]  # moto is patched at class level
         EC2Backend.terminate_instances = terminate_instances  # type: ignore[method-assign, assignment]  # moto is patched at class level

@@ -29,9 +29,9 @@ def open_storage(ctx: CommandContext, url: str | None = None) -> tuple[StorageLo
     return location, ctx.provider.open_storage(location)
 
 
-def stored_runs(ctx: CommandContext, cluster: str | None = None) -> list[StoredRun]:
-    """The runs kept in storage, of one cluster or of all, newest first."""
-    location, storage = open_storage(ctx)
+def stored_runs(ctx: CommandContext, cluster: str | None = None, url: str | None = None) -> list[StoredRun]:
+    """The runs kept in storage (the config's, or `url`), of one cluster or of all, newest first."""
+    location, storage = open_storage(ctx, url)
     found = []
     for item in storage.objects(location.key(cluster) if cluster else location.key()):
         parts = item.key[len(location.key()):].strip("/").split("/")

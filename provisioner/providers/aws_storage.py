@@ -125,7 +125,12 @@ class S3Storage:
     def objects(self, prefix: str) -> list[StoredObject]:
         pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.location.bucket,
                                                                    Prefix=prefix.rstrip("/") + "/" if prefix else "")
-        return [StoredObject(o["Key"], int(o["Size"])) for page in pages for o in page.get("Contents", [])]
+        try:
+            return [StoredObject(o["Key"], int(o["Size"])) for page in pages for o in page.get("Contents", [])]
+        except ClientError as exc:
+            if error_code(exc) == "NoSuchBucket":  # the `auto` bucket before the first `up`: nothing kept yet
+                return []
+            raise
 
     def delete(self, keys: list[str]) -> None:
         for start in range(0, len(keys), 1000):
