@@ -138,6 +138,8 @@ class ClusterConfig(_Strict):
     local: LocalSettings = Field(default_factory=LocalSettings)
     pip: PipSettings = Field(default_factory=PipSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
+    idle_minutes: float = Field(default=60, ge=0, le=525600, strict=True, allow_inf_nan=False)
+    max_hours: float | None = Field(default=None, ge=0, le=8760, strict=True, allow_inf_nan=False)
     apt: AptSettings = Field(default_factory=AptSettings)
 
     @field_validator("provider")
@@ -171,6 +173,9 @@ class ClusterConfig(_Strict):
         spec.complete(self)
         if self.ssh.user is None:
             self.ssh.user = spec.default_user
+        if self.max_hours and self.max_hours * 60 < spec.up_minutes:
+            raise ValueError(f"max_hours {self.max_hours:g} is shorter than an `up` on {self.provider} can take "
+                             f"({spec.up_minutes:g} minutes): use at least {spec.up_minutes / 60:.2g}, or 0 for none")
         return self
 
     @property

@@ -13,6 +13,9 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .state import atomic_write, xeoncluster_home
+from .storage.base import Storage
+
+REMOVED = "removed.json"
 
 
 class Removal(BaseModel):
@@ -25,8 +28,10 @@ class Removal(BaseModel):
 
     def describe(self) -> str:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.at))
-        how = "by `down`" if self.by == "down" else f"itself{f' {self.detail}' if self.detail else ''}"
-        return f"cluster '{self.cluster}' ({self.provider}) was removed {how} at {when}"
+        if self.by == "down":
+            return f"cluster '{self.cluster}' ({self.provider}) was removed by `down` at {when}"
+        return f"cluster '{self.cluster}' ({self.provider}) removed itself{f' {self.detail}' if self.detail else ''} " \
+               f"at {when}"
 
 
 def _path(name: str, home: Path | None = None) -> Path:
@@ -46,3 +51,18 @@ def find_removal(name: str, home: Path | None = None) -> Removal | None:
 
 def forget_removal(name: str, home: Path | None = None) -> None:
     _path(name, home).unlink(missing_ok=True)
+
+
+def store_removal(storage: Storage, removal: Removal) -> None:
+    """Beside the cluster's runs in storage: a machine that did not see it go learns it there."""
+    storage.put_text(storage.location.key(removal.cluster, REMOVED), removal.model_dump_json(indent=2))
+
+
+def stored_removal(storage: Storage, cluster: str, since: float) -> Removal | None:
+    """The cluster's removal of itself, if storage holds one newer than `since` (its creation)."""
+    try:
+        text = storage.get_text(storage.location.key(cluster, REMOVED))
+        removal = Removal.model_validate_json(text) if text else None
+    except ValueError:
+        return None
+    return removal if removal is not None and removal.at >= since else None

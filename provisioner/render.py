@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from .commands.exec import ExecResult
     from .commands.plan import Plan
     from .commands.status import StatusResult
-    from .commands.up import UpResult
+    from .commands.up_again import UpResult
     from .providers.base import Image, Node, Removed
     from .train_plan import LaunchPlan
 
@@ -59,6 +59,8 @@ def up_result(result: UpResult) -> None:
                       f"{image}")
     for node in result.nodes:
         console.print(f"  {node.name:7} {node.role:7} {node.ssh_host:16} {node.market}")
+    if result.autostop:
+        console.print(f"autostop: {result.autostop}")
     name = result.cluster
     console.print(f"next: xeoncluster exec --name {name} -- hostname   |   "
                   f"xeoncluster train squad --name {name}   |   xeoncluster down --name {name}")
@@ -97,6 +99,8 @@ def status_table(result: StatusResult) -> None:
         step = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
         console.print(f"run {r.run}: {r.state.value}, step {step}, {len(r.restarts)} restart(s), "
                       f"${r.cost_usd:.4f} so far")
+    if result.autostop:
+        console.print(f"autostop: {result.autostop}")
     for note in result.notes:
         console.print(f"note: {note}")
 

@@ -169,6 +169,18 @@ class StateDir:
     def public_key(self) -> str:
         return self.key.with_suffix(".pub").read_text().strip()
 
+    def holder(self) -> str | None:
+        """What holds the cluster's lock right now (a `train`, `up` or `down`), without taking it."""
+        if not (self.path / "lock").exists():
+            return None
+        with open(self.path / "lock", "a+") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                return handle.read().strip() or "another command"
+            return None
+
     @contextmanager
     def lock(self, command: str, *, force: bool = False, busy_hint: str | None = None) -> Iterator[str | None]:
         """Hold the cluster for `command`. Yields None, or with `force` and another holder, what holds it

@@ -1,4 +1,5 @@
-"""`python -m provisioner.agent run CLUSTER RUN`: the run agent, started detached by `train`.
+"""`python -m provisioner.agent run CLUSTER RUN`: the run agent, started detached by `train`;
+`python -m provisioner.agent watch CLUSTER`: the cluster's watch agent (agent/watch.py), started by `up`.
 
 It reads everything from its home ($XEONCLUSTER_HOME on the host it runs on): the cluster's state
 and the run's folder, and writes the run's record, log and events there.
@@ -7,12 +8,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
+from ..context import CommandContext
 from ..errors import XeonClusterError
+from .activity import Activity
 from .context import agent_context
+from .host import LocalHost
 from .record import RunFiles
+from .self_removal import SelfRemoval
 from .submission import Submission
 from .supervisor import Supervisor
+from .watch import Watcher
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,9 +28,13 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="supervise one submitted run to its end")
     run.add_argument("cluster")
     run.add_argument("run")
+    watch = sub.add_parser("watch", help="remove the cluster when it is idle or at its deadline")
+    watch.add_argument("cluster")
     args = parser.parse_args(argv)
     try:
         ctx = agent_context(args.cluster)
+        if args.command == "watch":
+            return watch_cluster(ctx)
         files = RunFiles(ctx.state.runs / args.run)
         env = files.env.read_text() if files.env.exists() else "{}"
         submission = Submission.from_json(files.request.read_text(), env)
@@ -31,6 +42,18 @@ def main(argv: list[str] | None = None) -> int:
     except XeonClusterError as exc:
         print(f"agent: {exc.one_line()}", file=sys.stderr, flush=True)
         return exc.exit_code
+
+
+def watch_cluster(ctx: CommandContext) -> int:
+    def report(line: str) -> None:
+        print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} watch: {line}", file=sys.stderr, flush=True)
+
+    host = LocalHost(str(ctx.state.home), sys.executable)
+    shell = ctx.shell()
+    try:
+        return Watcher(ctx.state.path, Activity(ctx, host, shell), SelfRemoval(ctx, host, report), report).run()
+    finally:
+        shell.close()
 
 
 if __name__ == "__main__":

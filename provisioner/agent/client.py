@@ -157,15 +157,16 @@ def active_or_none(ctx: CommandContext, record: ClusterRecord) -> RunRecord | No
         shell.close()
 
 
-def stop_local_agents(home: str, cluster: str) -> list[int]:
-    """This machine's agents of the cluster (local nodes): what `down` must not leave running."""
+def stop_local_agents(home: str, cluster: str, spare: int | None = None) -> list[int]:
+    """This machine's agents of the cluster (local nodes): what `down` must not leave running. `spare`:
+    the watch agent that removes its idle cluster itself."""
     import os
     import signal
     from pathlib import Path
 
     pids = []
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
+        if not proc.name.isdigit() or int(proc.name) == spare:
             continue
         try:
             argv = (proc / "cmdline").read_bytes().split(b"\0")

@@ -46,14 +46,25 @@ def launch_overrides(opts: dict[str, Any]) -> dict[str, Any]:
 @cluster_options
 @launch_options
 @click.option("--keep-on-failure", is_flag=True, help="keep what a failed up created, for inspection")
+@click.option("--idle-minutes", type=float, metavar="N",
+              help="remove the cluster after N minutes with no run and nobody logged in over SSH "
+                   "(default 60; 0 = never); on a cluster that is up, changes it in place")
+@click.option("--max-hours", type=float, metavar="H",
+              help="remove the cluster H hours after it was created, whatever runs (a run is checkpointed "
+                   "to storage first; default: no deadline; 0 = none)")
 @click.pass_context
-def up(ctx: click.Context, keep_on_failure: bool, **opts: Any) -> None:
+def up(ctx: click.Context, keep_on_failure: bool, idle_minutes: float | None, max_hours: float | None,
+       **opts: Any) -> None:
     """Create the cluster: key, network, image (baked once, then reused), nodes, ssh config, hostfile.
 
     If any step fails or you press Ctrl-C, everything this run created is removed again
     (unless --keep-on-failure) and the failed step and its log are named.
+
+    The cluster removes itself when idle (--idle-minutes, default 60) or at --max-hours: its watch
+    agent, on the master (or on this machine for local nodes), stores what runs left and terminates it.
     """
-    context = command_context(ctx, opts, launch_overrides(opts), creating=True)
+    overrides = launch_overrides(opts) | {"idle_minutes": idle_minutes, "max_hours": max_hours}
+    context = command_context(ctx, opts, overrides, creating=True)
     render.up_result(up_cmd.run(context, keep_on_failure=keep_on_failure))
 
 
@@ -100,6 +111,8 @@ def status(ctx: click.Context, as_json: bool, **opts: Any) -> None:
         render.as_json(result.to_dict())
     else:
         render.status_table(result)
+    if result.gone:
+        raise XeonClusterError(result.gone)
     if not result.nodes:
         raise XeonClusterError(f"cluster '{result.cluster}' has no nodes", hint="run `xeoncluster up` first")
     status_cmd.check_all_up(result)

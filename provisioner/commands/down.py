@@ -1,6 +1,7 @@
 """`xeoncluster down`: remove everything the cluster owns, found by name/tag even without state."""
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ from ..state import ClusterRecord, ClusterStatus, StateDir
 class DownResult:
     cluster: str
     removed: Removed
-    earlier: Removal | None = None  # removed before: by an earlier `down` on this machine
+    earlier: Removal | None = None  # removed before, by `down` or by itself, as this machine saw
     kept: tuple[str, ...] = ()       # where the cluster's results and stored runs still are
 
 
@@ -25,14 +26,14 @@ def run(ctx: CommandContext, purge_images: bool = False, force: bool = False, se
     this machine already removed is not searched for again, unless `search` (--provider given)."""
     name = ctx.config.name
     earlier = None if search or ctx.state.exists() else find_removal(name)
-    if earlier is not None and earlier.by == "down":
+    if earlier is not None:
         return DownResult(name, Removed(), earlier)
     hint = f"wait for it to finish, or `xeoncluster down --name {name} --force` to stop it and remove the cluster"
     with ctx.state.lock("down", force=force, busy_hint=hint) as holder:
         if holder is not None:
             ctx.reporter.warn(f"{holder} is running on cluster '{name}'; removing the cluster anyway (--force)")
         _refuse_active_run(ctx, force)
-        return _remove(ctx, purge_images)
+        return remove_cluster(ctx, purge_images)
 
 
 def _refuse_active_run(ctx: CommandContext, force: bool) -> None:
@@ -58,7 +59,8 @@ def _kept(ctx: CommandContext) -> tuple[str, ...]:
     return kept
 
 
-def _remove(ctx: CommandContext, purge_images: bool) -> DownResult:
+def remove_cluster(ctx: CommandContext, purge_images: bool = False, by: str = "down", detail: str = "") -> DownResult:
+    """Everything the cluster owns, then its state; the removal is recorded with `by` and `detail`."""
     kept = _kept(ctx)
     record = _readable_record(ctx)
     config = record.config if record is not None else ctx.config.model_dump(mode="json")
@@ -66,13 +68,13 @@ def _remove(ctx: CommandContext, purge_images: bool) -> DownResult:
     with ctx.reporter.step(f"removing cluster '{ctx.config.name}'"):
         # This machine's agents first: one must not start recovering while the nodes go away.
         agents = [] if ctx.provider.agent_on_master else client.stop_local_agents(str(ctx.state.home),
-                                                                                   ctx.config.name)
+                                                                                   ctx.config.name, os.getpid())
         removed = ctx.provider.terminate(ctx.config).merge(Removed({"run agents": [str(pid) for pid in agents]}))
         if purge_images:
             removed = removed.merge(ctx.provider.purge_images(ctx.config))
         ctx.state.remove()
-    record_removal(Removal(cluster=ctx.config.name, provider=ctx.config.provider, at=time.time(), by="down",
-                           config=config))
+    record_removal(Removal(cluster=ctx.config.name, provider=ctx.config.provider, at=time.time(), by=by,
+                           detail=detail, config=config))
     return DownResult(ctx.config.name, removed, kept=kept)
 
 

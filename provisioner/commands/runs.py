@@ -15,6 +15,7 @@ from ..agent.record import RunRecord, RunState
 from ..context import CommandContext
 from ..errors import ConfigError, XeonClusterError
 from ..removals import find_removal
+from .self_removed import removed_itself
 from .stored_runs import stored_runs
 
 
@@ -54,7 +55,14 @@ def gone_note(ctx: CommandContext) -> str:
 def list_runs(ctx: CommandContext) -> RunsResult:
     if not cluster_is_up(ctx):
         return RunsResult(ctx.config.name, [s.record for s in stored_runs(ctx, ctx.config.name)], [gone_note(ctx)])
-    host = agent_host(ctx)
+    try:
+        host = agent_host(ctx)
+    except XeonClusterError:
+        removal = removed_itself(ctx, ctx.state.load())
+        if removal is None:
+            raise
+        return RunsResult(ctx.config.name, [s.record for s in stored_runs(ctx, ctx.config.name)],
+                          [f"{removal.describe()}; these runs are kept in storage"])
     records = client.list_records(host, ctx.config.name)
     notes = []
     for record in records:

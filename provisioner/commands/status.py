@@ -1,17 +1,19 @@
 """`xeoncluster status`: each node from the provider's truth, and whether it answers over SSH."""
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..agent import client
+from ..agent import client, watch_client
 from ..agent.record import RunRecord
 from ..agent.sync import refresh
 from ..context import CommandContext
 from ..errors import XeonClusterError
 from ..providers.base import Node
 from ..state import ClusterRecord
+from .self_removed import removed_itself, what_remains
 
 
 @dataclass(frozen=True)
@@ -29,12 +31,15 @@ class StatusResult:
     nodes: tuple[NodeStatus, ...]
     run: RunRecord | None = None  # the run the cluster's agent is working on
     notes: tuple[str, ...] = ()
+    gone: str = ""      # the cluster removed itself: when, why, and what is left
+    autostop: str = ""  # when it will remove itself
 
     def to_dict(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "provider": self.provider,
                 "nodes": [asdict(r.node) | {"answers": r.answers, "detail": r.detail, "replaced": r.replaced}
                           for r in self.nodes],
-                "run": self.run.summary() if self.run else None, "notes": list(self.notes)}
+                "run": self.run.summary() if self.run else None, "notes": list(self.notes), "gone": self.gone,
+                "autostop": self.autostop}
 
 
 def run(ctx: CommandContext) -> StatusResult:
@@ -47,7 +52,28 @@ def run(ctx: CommandContext) -> StatusResult:
     replaced = _replaced(ctx)
     rows = tuple(NodeStatus(n, *reach.get(n.name, (False, n.state)), replaced=n.name in replaced) for n in nodes)
     active, notes = _active_run(ctx, record, rows)
-    return StatusResult(ctx.config.name, ctx.config.provider, rows, active, notes)
+    removal = None if running else removed_itself(ctx, record)
+    gone = what_remains(ctx, removal, record) if removal else ""
+    return StatusResult(ctx.config.name, ctx.config.provider, rows, active, notes, gone, _autostop(ctx, record, rows))
+
+
+def _autostop(ctx: CommandContext, record: ClusterRecord | None, rows: tuple[NodeStatus, ...]) -> str:
+    """When the cluster removes itself, and how idle it is, as its watch agent last saw it."""
+    master = next((r for r in rows if r.node.role == "master"), None)
+    if record is None or not record.nodes or master is None or not master.answers:
+        return ""
+    shell = ctx.shell()
+    try:
+        found = watch_client.read_status(client.host_for(ctx, shell, record), ctx.config.name)
+    except XeonClusterError:
+        return ""
+    finally:
+        shell.close()
+    if found is None:
+        return ""
+    settings, seen = found
+    now = time.time()
+    return settings.describe() + (f"; {seen.describe(settings, now)}" if seen and not settings.off else "")
 
 
 def _record(ctx: CommandContext) -> ClusterRecord | None:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..agent import client
+from ..agent import client, watch_client
 from ..agent.follow import Follower
 from ..agent.host import AgentHost, MasterHost
 from ..agent.record import RunRecord, RunState
@@ -23,6 +23,7 @@ from ..remote_layout import PACKAGE_ROOT
 from ..stacks import get_stack
 from ..state import ClusterRecord
 from ..train_plan import LaunchPlan, TrainRequest, check_request, check_run_name, default_run_name
+from .stored_runs import stored_runs
 from .train_prepare import Preparer
 from .train_results import Fetched, fetch_results, results_dir
 from .train_storage import no_checkpoint, run_storage, stored_checkpoint
@@ -77,6 +78,9 @@ def _submit(ctx: CommandContext, shell: NodeShell, host: AgentHost, record: Clus
             raise BusyError(f"cluster '{ctx.config.name}' is busy: run {busy.run} is {busy.state.value}",
                             hint=f"follow it with `xeoncluster logs {busy.run} -f --name {ctx.config.name}`, or "
                                  f"stop it with `xeoncluster cancel {busy.run} --name {ctx.config.name}`")
+        if watch_client.removing(host, ctx.config.name):
+            raise BusyError(f"cluster '{ctx.config.name}' is removing itself (idle, or at its max_hours deadline)",
+                            hint=f"`xeoncluster up --name {ctx.config.name}` starts it again once it is gone")
         location = run_storage(ctx, preparer.request, record)
         plan = preparer.prepare(shell, run)
         restore = None
@@ -117,8 +121,12 @@ def _digest_dir(path: Path) -> str:
 def _latest_run(ctx: CommandContext, host: AgentHost, request: TrainRequest) -> str:
     """The newest run of this task, whatever its name."""
     runs = [r for r in client.list_records(host, ctx.config.name) if r.task == request.task]
+    if not runs:  # a master that is new (every node was lost): the runs storage kept with a checkpoint
+        runs = [s.record for s in stored_runs(ctx, ctx.config.name, request.storage)
+                if s.record.task == request.task and s.checkpoints]
     if not runs:
-        raise ConfigError(f"no earlier {request.task} run on cluster '{ctx.config.name}' to resume",
+        raise ConfigError(f"no earlier {request.task} run on cluster '{ctx.config.name}' to resume, on it or in "
+                          "storage",
                           hint="start one without --resume, or name the run with --run RUN --resume")
     return runs[0].run
 

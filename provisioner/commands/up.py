@@ -11,13 +11,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TypeVar
 
-from ..agent import client
+from ..agent.watch_client import keep_watch
 from ..bake_lock import BakeLock
 from ..context import CommandContext
-from ..errors import BusyError, ConfigError, XeonClusterError
+from ..errors import XeonClusterError
 from ..image import ImageAction, ImagePlan, decide_image
 from ..playbook import load_playbooks
 from ..providers.base import Image, Network, Node
@@ -25,7 +25,8 @@ from ..remote import NodeShell
 from ..removals import forget_removal
 from ..stacks import get_stack
 from ..state import ClusterRecord, ClusterStatus, ImageRecord
-from .repair import RepairResult, health, repair
+from .self_removed import removed_itself
+from .up_again import UpResult, already_up
 from .up_image import settle
 from .up_nodes import (
     GROW_ROOT_FS,
@@ -43,21 +44,14 @@ Step = tuple[str, Callable[[], None]]
 T = TypeVar("T")
 
 
-@dataclass
-class UpResult:
-    cluster: str
-    nodes: list[Node]
-    image: ImagePlan | None
-    already_up: bool = False
-    seconds: float = 0.0
-    repaired: RepairResult | None = None
-
-
 def run(ctx: CommandContext, keep_on_failure: bool = False) -> UpResult:
     with ctx.state.lock("up"):
         existing = ctx.state.load()
-        if existing is not None and existing.ready:
-            return _already_up(ctx, existing)
+        gone = removed_itself(ctx, existing)
+        if existing is not None and existing.ready and gone is None:
+            return already_up(ctx, existing)
+        if gone is not None:
+            ctx.reporter.info(f"{gone.describe()}; starting it again")
         notes = ctx.provider.preflight(ctx.config)
         # Bad storage stops `up` before anything is made; the `auto` bucket itself is made by a step.
         ctx.provider.storage_location(ctx.config, ctx.config.storage.url, ctx.state.home / "storage", create=False)
@@ -95,31 +89,6 @@ def _refuse_orphans(ctx: CommandContext) -> None:
             hint=f"run `xeoncluster down --name {ctx.config.name}` (it finds them by name/tag), then up again")
 
 
-def _already_up(ctx: CommandContext, record: ClusterRecord) -> UpResult:
-    """A cluster that is up: replace nodes that died or vanished, add workers up to --nodes."""
-    if ctx.config.nodes < len(record.nodes):
-        raise ConfigError(f"cluster '{record.name}' has {len(record.nodes)} nodes; shrinking to "
-                          f"{ctx.config.nodes} is not supported", hint="`down` first, or pick another --name")
-    active = client.active_or_none(ctx, record)
-    if active is not None:
-        raise BusyError(f"cluster '{record.name}' is busy: run {active.run} is {active.state.value}; its agent "
-                        "replaces lost nodes itself", hint=f"`xeoncluster cancel {active.run} --name {record.name}` "
-                        "first to change the cluster")
-    shell = ctx.shell()
-    try:
-        dead = [h for h in health(ctx, record, shell) if not h.alive]
-        if not dead and ctx.config.nodes == len(record.nodes):
-            ctx.reporter.info(f"cluster '{record.name}' is already up; nothing to do")
-            return UpResult(record.name, record.node_list(), None, already_up=True)
-        ctx.reporter.attach_log(ctx.state.new_log("up"))
-        for item in dead:
-            ctx.reporter.warn(f"{item.node.name} is down ({item.reason}); replacing it")
-        result = repair(ctx, record, shell, [h.node for h in dead], ctx.config.nodes)
-    finally:
-        shell.close()
-    return UpResult(record.name, record.node_list(), None, seconds=result.seconds, repaired=result)
-
-
 def _clean_leftovers(ctx: CommandContext) -> None:
     with ctx.reporter.step("removing leftovers of an earlier, unfinished up"):
         ctx.provider.terminate(ctx.config)
@@ -152,7 +121,8 @@ def _create(ctx: CommandContext, notes: list[str], image: ImagePlan, keep_on_fai
         shell.close()
     record.status = ClusterStatus.READY
     state.save(record)
-    return UpResult(cfg.name, record.node_list(), steps.image, seconds=time.monotonic() - started)
+    return UpResult(cfg.name, record.node_list(), steps.image, seconds=time.monotonic() - started,
+                    autostop=steps.autostop)
 
 
 class UpSteps:
@@ -164,6 +134,7 @@ class UpSteps:
         self.bake_lock = bake_lock
         self.network: Network | None = None
         self.configure_seconds: float | None = None
+        self.autostop = ""
 
     def sequence(self) -> list[Step]:
         nodes = self.ctx.config.nodes
@@ -191,6 +162,7 @@ class UpSteps:
         # Itself included: this proves the key, config and pinned keys written on the master work,
         # which matters even on one node (Hydra falls back to ssh when it can't tell a host is local).
         steps.append(("check the master reaches every node by name", self.check_reach))
+        steps.append(("start the watch agent (removes the cluster when idle)", self.watch))
         return steps
 
     def _launch_together(self) -> bool:
@@ -325,6 +297,10 @@ class UpSteps:
 
     def check_reach(self) -> None:
         check_mesh(self.ctx, self.record.node_list(), self.shell)
+
+    def watch(self) -> None:
+        self.autostop = keep_watch(self.ctx, self.shell, self.record).describe()
+        self.ctx.reporter.detail(self.autostop)
 
     def _record_image(self, image: Image | None) -> None:
         self.record.image = ImageRecord(key=self.image.key, action=self.image.action.value, image=image,

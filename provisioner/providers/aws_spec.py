@@ -73,4 +73,5 @@ AWS = ProviderSpec(
     field_checks={"region": check_region, "instance_types": check_instance_types, "vpc_id": check_vpc_id},
     complete=complete,
     factory="provisioner.providers.aws_spec:make",
+    up_minutes=15.0,  # a first bake of a 100 GiB root volume, and the nodes' boots
 )

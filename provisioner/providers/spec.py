@@ -35,6 +35,8 @@ class ProviderSpec:
     # Only providers whose clusters live here can answer without credentials; others return None.
     locate: Callable[[ClusterConfig], dict[str, Any] | None] = lambda _config: None
     factory: str = ""              # "module:function" that builds the provider from a config
+    # What a cold `up` can take on this provider: a `max_hours` deadline shorter than that is refused.
+    up_minutes: float = 2.0
 
     def make(self, config: ClusterConfig, events: Callable[[str], None]) -> Provider:
         module, _, function = self.factory.partition(":")

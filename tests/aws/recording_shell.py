@@ -32,6 +32,10 @@ class Call:
 Trigger = Callable[[Call], bool]
 
 
+# The agents' code, state and start on the master (agent/client.py, agent/host.py).
+AGENT_MARKS = ("xeoncluster/agent", "xeoncluster/app", "provisioner.agent")
+
+
 @dataclass
 class ShellLog:
     """Shared by every RecordingShell a test creates (`up`, `status`, ... each make their own)."""
@@ -62,7 +66,9 @@ class ShellLog:
         return [c.command for c in self.calls if c.node == node and c.method in ("run", "stream")]
 
     def playbook_commands(self, node: str) -> list[str]:
-        return [c for c in self.commands(node) if MESH_MARK not in c and c != "true"]
+        """What configured the node: not the mesh check, nor the agents' code, state and start."""
+        return [c for c in self.commands(node) if MESH_MARK not in c and c not in ("true", "echo $HOME")
+                and not any(mark in c for mark in AGENT_MARKS)]
 
     def nodes_with(self, method: str) -> list[str]:
         return sorted({c.node for c in self.calls if c.method == method}, key=lambda n: int(n[4:]))

@@ -67,10 +67,14 @@ def assert_aws_holds_a_secure_cluster(ec2, count, master_image, worker_image):
 
 
 def assert_master_files(shell, xc_home, count):
-    """~/.ssh/config, ~/hosts and the cluster key go to the master only; the key with mode 0600."""
+    """~/.ssh/config, ~/hosts and the cluster key go to the master only; the key with mode 0600. So does
+    what its agents read: the cluster's state and key, and the watch agent's settings."""
     assert list(shell.files) == ["node0"]
     files = {f.path: f for f in shell.files["node0"]}
+    agent = {p.split("/clusters/t1/")[1]: files.pop(p) for p in list(files) if "xeoncluster/agent/clusters/t1/" in p}
     assert set(files) == {".ssh/id_ed25519", ".ssh/config", ".ssh/known_hosts", "hosts"}
+    assert set(agent) == {"state.json", "id_ed25519", "known_hosts", "autostop.json"}
+    assert agent["id_ed25519"].mode == 0o600 and json.loads(agent["autostop.json"].text)["idle_minutes"] == 60
     state = xc_home / "clusters" / "t1"
     assert files[".ssh/id_ed25519"].text == (state / "id_ed25519").read_text()
     assert files[".ssh/id_ed25519"].mode == 0o600 and files[".ssh/config"].mode == 0o600

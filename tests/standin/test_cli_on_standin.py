@@ -225,6 +225,42 @@ def test_without_capacity_for_a_replacement_the_run_stops_and_says_how_to_resume
     assert len(instances()) == 3
 
 
+def durable_steps(cli: Cli, run: str) -> list[int]:
+    bucket = cli.state()["storage"]["bucket"]
+    listed = boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix=f"{CLUSTER}/runs/{run}/checkpoints/")
+    return sorted(int(o["Key"].split("/")[-2].split("-")[1]) for o in listed.get("Contents", [])
+                  if o["Key"].endswith("/MANIFEST.json"))
+
+
+def test_a_run_that_loses_every_instance_resumes_from_s3_after_up(standin: Any, cli: Cli) -> None:
+    """Spot takes every node at once, master and agent included. The checkpoints the agent put into
+    S3 (through its role) bring the run back on the cluster `up` repairs, with a bare --resume."""
+    cli.ok("train", "squad", "--name", CLUSTER, "--demo", "--run", "durable", "--detach", "--",
+           "--max-steps", "240", "--save-steps", "40")
+    deadline = time.monotonic() + 600
+    while not [s for s in durable_steps(cli, "durable") if s >= 80]:
+        assert time.monotonic() < deadline, "no checkpoint reached S3"
+        time.sleep(1)
+    boto3.client("ec2").terminate_instances(InstanceIds=[i["InstanceId"] for i in instances()])
+    kept = durable_steps(cli, "durable")
+    status = cli("status", "--name", CLUSTER)
+    assert status.returncode == 1 and "master" in (status.stdout + status.stderr).lower()
+    cli.ok("up", "--name", CLUSTER)
+    resumed = cli.ok("train", "squad", "--name", CLUSTER, "--demo", "--resume", "--",
+                     "--max-steps", "240", "--save-steps", "40")
+    bucket = cli.state()["storage"]["bucket"]
+    where = f"s3://{bucket}/{CLUSTER}/runs/durable"
+    assert f"checkpoint-{max(kept)} brought back from {where}" in resumed.stdout + resumed.stderr
+    metrics = json.loads((cli.home / "results" / CLUSTER / "durable" / "metrics.json").read_text())
+    assert metrics["global_steps"] == 240 and metrics["resumed_from_step"] >= max(kept), metrics
+    stored = {o["Key"] for o in boto3.client("s3").list_objects_v2(
+        Bucket=bucket, Prefix=f"{CLUSTER}/runs/durable/")["Contents"]}
+    assert {f"{CLUSTER}/runs/durable/results/metrics.json", f"{CLUSTER}/runs/durable/model/config.json",
+            f"{CLUSTER}/runs/durable/train.log"} <= stored
+    calls = json.loads(standin.script("status").stdout)["role_calls"]["allowed"]
+    assert calls.get(f"xeoncluster-{CLUSTER}-us-east-1 s3:PutObject", 0) >= 1, calls  # the agent stored them
+
+
 def test_a_warm_up_reuses_the_image_and_runs_no_playbook(cli: Cli) -> None:
     up = cli.ok("up", "--name", "sicw", "--nodes", "2")
     assert "reusing image" in up.stderr and "configure nodes" not in up.stderr
@@ -249,6 +285,30 @@ def test_zone_a_short_for_one_launch_still_puts_every_node_in_one_zone(standin: 
     cli.ok("down", "--name", "sicz")
 
 
+def test_an_idle_cluster_terminates_itself_with_its_master_s_role(standin: Any, cli: Cli) -> None:
+    """No run and nobody logged in for a minute: the master's watch agent terminates its own cluster's
+    instance with its role's credentials (and nothing of cluster sic, up beside it); `down` removes
+    what the role may not (security group, key pair, the role itself)."""
+    up = cli.ok("up", "--name", "sici", "--nodes", "1", "--idle-minutes", "1")
+    assert "autostop: the cluster removes itself after 1 idle minute" in up.stdout
+    deadline = time.monotonic() + 240
+    while instances("sici"):
+        assert time.monotonic() < deadline, "the idle cluster is still up"
+        time.sleep(2)
+    status = cli("status", "--name", "sici")
+    assert status.returncode == 1 and "cluster 'sici' (aws) removed itself after 1 idle minute at" in status.stderr
+    assert "`xeoncluster down --name sici`" in status.stderr
+    calls = json.loads(standin.script("status").stdout)["role_calls"]
+    assert calls["allowed"].get("xeoncluster-sici-us-east-1 ec2:TerminateInstances", 0) >= 1, calls
+    assert not [call for call in calls["denied"] if call.startswith("xeoncluster-sici")], calls
+    assert len(instances()) == 3
+    cli.ok("down", "--name", "sici")
+    client = boto3.client("ec2")
+    assert not [g for g in client.describe_security_groups()["SecurityGroups"] if g["GroupName"] == "xeoncluster-sici"]
+    assert not [k for k in client.describe_key_pairs()["KeyPairs"] if k["KeyName"] == "xeoncluster-sici"]
+    assert not [r for r in boto3.client("iam").list_roles()["Roles"] if r["RoleName"].startswith("xeoncluster-sici")]
+
+
 def test_down_leaves_nothing_and_purge_removes_the_layers(standin: Any, cli: Cli) -> None:
     layers_before = set(standin.paths.layers.iterdir()) if standin.paths.layers.exists() else set()
     cli.ok("down", "--name", CLUSTER, "--purge-images")
@@ -259,6 +319,9 @@ def test_down_leaves_nothing_and_purge_removes_the_layers(standin: Any, cli: Cli
                 if g["GroupName"].startswith("xeoncluster-")]
     assert not [k for k in client.describe_key_pairs()["KeyPairs"] if k["KeyName"].startswith("xeoncluster-")]
     assert not [r for r in boto3.client("iam").list_roles()["Roles"] if r["RoleName"].startswith("xeoncluster-")]
+    bucket = f"xeoncluster-{boto3.client('sts').get_caller_identity()['Account']}-us-east-1"
+    assert boto3.client("s3").head_object(Bucket=bucket, Key=f"{CLUSTER}/runs/durable/results/metrics.json")
+    assert (cli.home / "results" / CLUSTER / "durable" / "metrics.json").exists()  # down keeps both
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and any(standin.paths.instances.iterdir()):
         time.sleep(0.5)
