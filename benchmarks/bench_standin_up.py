@@ -1,5 +1,7 @@
 """Cold `up` on the EC2 stand-in for 1, 2 and 4 nodes per image strategy (bake-first, parallel),
-with its time split by step, and warm `up` (the image ready: the same path for both strategies).
+with its time split by step; warm `up` (the image ready: the same path for both strategies); and,
+after a cold `parallel` up, an `up` right after it (down, then up while its AMI is still pending),
+which must not take longer than the cold one.
 
 The latency model is EC2's: an instance boots in 20 s and an AMI is available 120 s after
 CreateImage, divided by --scale (default 1: unscaled). Ratios measured in one run are the figures
@@ -33,7 +35,7 @@ DONE = re.compile(r"^\s+done \((\d+\.\d+)s\)$")
 class UpRun:
     strategy: str
     nodes: int
-    kind: str  # cold | warm
+    kind: str  # cold | warm | after-cold
     seconds: float
     steps: dict[str, float] = field(default_factory=dict)
 
@@ -84,9 +86,9 @@ def measure(home: Path, config: Path, strategy: str, sizes: list[int]) -> list[U
         if "image: bake" not in cold.steps:
             raise SystemExit(f"{name}: the cold up found an image to reuse; the measurement is not cold")
         runs.append(cold)
-        if strategy == "bake-first":  # a warm up reuses a ready image whichever strategy baked it
-            down(home, config, name, purge=False)
-            runs.append(up(home, config, name, nodes, strategy, "warm"))
+        down(home, config, name, purge=False)
+        # bake-first leaves a ready image (warm); parallel leaves one still baking (right after).
+        runs.append(up(home, config, name, nodes, strategy, "warm" if strategy == "bake-first" else "after-cold"))
         down(home, config, name, purge=True)
     return runs
 
@@ -94,7 +96,8 @@ def measure(home: Path, config: Path, strategy: str, sizes: list[int]) -> list[U
 def table(runs: list[UpRun], sizes: list[int]) -> str:
     lines = [f"{'up':18} " + " ".join(f"{n:>3} node(s)" for n in sizes) + "  t(4)/t(1)"]
     for label, kind, strategy in (("cold, bake-first", "cold", "bake-first"), ("cold, parallel", "cold", "parallel"),
-                                  ("warm (image ready)", "warm", None)):
+                                  ("warm (image ready)", "warm", None),
+                                  ("right after parallel", "after-cold", "parallel")):
         times = {r.nodes: r.seconds for r in runs if r.kind == kind and strategy in (None, r.strategy)}
         if not times:
             continue
@@ -124,14 +127,17 @@ def main() -> None:
     summary["cold_parallel_over_bake_first"] = {
         str(n): round(cold[("parallel", n)] / cold[("bake-first", n)], 3)
         for n in args.nodes if ("parallel", n) in cold and ("bake-first", n) in cold}
+    after = {r.nodes: r.seconds for r in runs if r.kind == "after-cold"}
+    summary["after_cold_over_cold_parallel"] = {str(n): round(after[n] / cold[("parallel", n)], 3)
+                                                for n in after if ("parallel", n) in cold}
     warm = {r.nodes: r.seconds for r in runs if r.kind == "warm"}
     if args.nodes[0] in warm and largest in warm:
         summary["warm_t_largest_over_t_smallest"] = round(warm[largest] / warm[args.nodes[0]], 3)
     print(json.dumps(summary, indent=2))
     print(table(runs, args.nodes))
     for run in runs:
-        if run.kind == "cold":
-            print(f"cold {run.strategy} {run.nodes} node(s): "
+        if run.kind in ("cold", "after-cold"):
+            print(f"{run.kind} {run.strategy} {run.nodes} node(s): "
                   + ", ".join(f"{k} {v:.1f}s" for k, v in run.steps.items()))
 
 

@@ -68,7 +68,7 @@ def sync_tree(shell: NodeShell, nodes: list[Node], root: Path, files: list[Path]
                 shell.put(node, Path(handle.name), f"{PACKAGE_ROOT}-{digest}.tar.gz")
         unpack = (f"set -e; rm -rf {shlex.quote(target)}; mkdir -p {PACKAGE_ROOT}; "
                   f"tar -C {PACKAGE_ROOT} -xzf {PACKAGE_ROOT}-{digest}.tar.gz; rm -f {PACKAGE_ROOT}-{digest}.tar.gz; "
-                  f"echo {digest} > {shlex.quote(marker)}")
+                  f"mkdir -p {shlex.quote(target)}; echo {digest} > {shlex.quote(marker)}")
         results = shell.run(stale, unpack)
         failed = [r for r in results.values() if not r.ok]
         if failed:

@@ -11,10 +11,12 @@ from pathlib import Path
 from training import stack_rules
 from training.glue_data import TASKS as GLUE_TASKS  # no torch/transformers at import: safe on the user's machine
 
+from . import script_plan
 from .config import StorageSettings
 from .errors import ConfigError
 from .providers.base import Node
 from .remote_layout import PACKAGE_ROOT, RemoteLayout
+from .script_plan import SCRIPT_TASK
 from .stacks import Stack
 from .topology import CpuTopology, RankPlan, mpirun_command, plan_ranks, render_command
 
@@ -50,6 +52,20 @@ class TrainRequest:
     tuned: bool = True
     max_restarts: int = DEFAULT_MAX_RESTARTS
     storage: str | None = None  # --storage: where the run is kept beyond the nodes (else the config's)
+    script: Path | None = None    # train PATH.py: a user's script (task "script")
+    module: str | None = None     # train -m MODULE
+    workdir: Path | None = None   # the folder the script runs in (default: the script's own)
+    data: tuple[Path, ...] = ()   # --data: files every node gets, in XC_DATA_DIR
+    excludes: tuple[str, ...] = ()  # --exclude: workdir paths left out
+
+    @property
+    def is_script(self) -> bool:
+        return self.task == SCRIPT_TASK
+
+    @property
+    def label(self) -> str:
+        """What runs: the task, or script:NAME / module:NAME; runs of one label resume each other."""
+        return script_plan.label(self) if self.is_script else self.task
 
 
 @dataclass(frozen=True)
@@ -62,6 +78,7 @@ class LaunchPlan:
     home: str
     notes: tuple[str, ...] = ()
     user_env: tuple[str, ...] = ()  # names from --env; their values travel only in the 0600 env file
+    signal_ranks: bool = False      # a user's script: a stop also sends SIGTERM to every rank
 
     def command(self) -> str:
         # Only the master holds the cluster key, so Hydra must start every proxy itself rather
@@ -100,13 +117,15 @@ def check_run_name(run: str | None) -> None:
                           "letter or digit", hint="e.g. --run squad-lr5e-5")
 
 
-def default_run_name(task: str) -> str:
-    return f"{task}-{time.strftime('%Y%m%d-%H%M%S')}"
+def default_run_name(request: TrainRequest) -> str:
+    prefix = script_plan.run_prefix(request) if request.is_script else request.task
+    return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def resume_command(request: TrainRequest, cluster: str, run: str) -> str:
     """The `xeoncluster train` line that continues `run` with the same options (--env values elided)."""
-    args = ["xeoncluster", "train", request.task, "--name", cluster]
+    args = ["xeoncluster", "train", *(script_plan.resume_args(request) if request.is_script else [request.task]),
+            "--name", cluster]
     if request.task == "glue":
         args += ["--task", request.glue_task]
     valued = (("--dataset", request.dataset), ("--train-file", request.train_file), ("--eval-file", request.eval_file),
@@ -125,8 +144,11 @@ def resume_command(request: TrainRequest, cluster: str, run: str) -> str:
 def check_request(request: TrainRequest, stack: Stack) -> None:
     """Impossible combinations fail here, before anything runs."""
     check_run_name(request.run)
-    if request.task not in TASKS:
-        raise ConfigError(f"unknown task '{request.task}'; choose one of {', '.join(TASKS)}")
+    if request.is_script:
+        script_plan.check_script_request(request)
+    elif request.task not in TASKS:
+        raise ConfigError(f"unknown task '{request.task}'; choose one of {', '.join(TASKS)}, a script PATH.py, "
+                          "or -m MODULE")
     if request.task == "glue" and request.glue_task not in GLUE_TASKS:
         raise ConfigError(f"--task {request.glue_task!r}: not a GLUE task; "
                           f"choose one of {', '.join(sorted(GLUE_TASKS))}")
@@ -219,6 +241,9 @@ def build_plan(request: TrainRequest, stack: Stack, nodes: list[Node], topology:
                run: str, data: dict[str, str], iface: str | None = None, notices: str | None = None) -> LaunchPlan:
     master = nodes[0]
     env = launch_env(request, stack, home, run, iface, notices)
+    workdir = script_plan.check_script_request(request) if request.is_script else None
+    if workdir is not None:
+        env |= script_plan.script_env(home, run, workdir)
     try:
         ranks = plan_ranks(topology, len(nodes), backend=stack.backend, ipex=stack.ipex, ppn=request.ppn,
                            threads=request.threads, master_addr=master.private_ip, extra_env=env)
@@ -226,11 +251,12 @@ def build_plan(request: TrainRequest, stack: Stack, nodes: list[Node], topology:
         raise ConfigError(str(exc)) from None
     if not request.tuned:
         ranks = untuned(ranks, env)
-    program = program_args(request, stack, home, run, data)
+    program = script_plan.script_args(request, home, run, workdir) if workdir else \
+        program_args(request, stack, home, run, data)
     layout = RemoteLayout(home)
     argv = mpirun_command(layout.mpiexec, layout.hostfile, ranks, program)
     return LaunchPlan(run, tuple(nodes), topology, ranks, tuple(argv), home, ranks.notes,
-                      tuple(name for name, _ in request.env))
+                      tuple(name for name, _ in request.env), signal_ranks=request.is_script)
 
 
 UNTUNED_KEEP = ("MASTER_ADDR", "MASTER_PORT")

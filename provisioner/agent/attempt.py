@@ -20,6 +20,7 @@ from ..errors import RemoteError, XeonClusterError
 from ..providers.base import Node
 from ..remote import CommandResult, NodeShell
 from ..remote_layout import PACKAGE_ROOT
+from ..script_plan import quoted_signal
 from ..train_plan import STOP_FILE, LaunchPlan
 from .node_watch import stop_command
 from .record import RunFiles
@@ -86,6 +87,11 @@ class Attempt:
         if not result[self.master.name].ok:
             raise RemoteError(f"could not ask the ranks to stop on {self.master.name}: "
                               f"{result[self.master.name].last_line()}")
+        if self.plan.signal_ranks:
+            # A user's script: every rank gets SIGTERM, and its node the stop file it may poll instead.
+            shell.run([n for n in self.plan.nodes if n != self.master],
+                      f"mkdir -p {self.run_dir} && touch {self.run_dir}/{STOP_FILE}")
+            shell.run(list(self.plan.nodes), quoted_signal(self.plan.home, self.plan.run))
 
     def interrupt(self, shell: NodeShell, master_gone: bool = False) -> None:
         """SIGINT to mpiexec (over `shell`, not the streaming connection); with the master gone, end the

@@ -18,6 +18,7 @@ from typing import Protocol
 from ..errors import RemoteError
 from ..providers.base import Node
 from ..remote import NodeShell
+from ..run_outputs import is_output
 
 STAGING = ".xc-storage"
 FETCHED = "xc-storage-"  # the local copy of what was fetched over SSH, removed once stored
@@ -27,8 +28,8 @@ class CheckpointSource(Protocol):
     def snapshot(self, step: int) -> Path:
         """A local folder holding checkpoint-STEP's files, stable until released."""
 
-    def results(self, names: tuple[str, ...]) -> Path:
-        """A local folder with those of `names` the run wrote, and model/ if there is one."""
+    def results(self, names: tuple[str, ...] | None) -> Path:
+        """A local folder with those of `names` the run wrote (None: all its output), and model/ if any."""
 
     def release(self, path: Path) -> None: ...
 
@@ -48,11 +49,13 @@ class OnMaster:
                        capture_output=True)
         return target
 
-    def results(self, names: tuple[str, ...]) -> Path:
+    def results(self, names: tuple[str, ...] | None) -> Path:
         target = self.run_dir / STAGING / "results"
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
-        for name in (*names, "model"):
+        if names is None:
+            names = tuple(p.name for p in self.run_dir.iterdir() if is_output(p.name))
+        for name in dict.fromkeys((*names, "model")):
             if (self.run_dir / name).exists():
                 subprocess.run(["cp", "-al", str(self.run_dir / name), str(target / name)], check=True,
                                capture_output=True)
@@ -75,8 +78,11 @@ class OverSsh:
     def snapshot(self, step: int) -> Path:
         return self._fetch([f"checkpoint-{step}"]) / f"checkpoint-{step}"
 
-    def results(self, names: tuple[str, ...]) -> Path:
-        return self._fetch([*names, "model"])
+    def results(self, names: tuple[str, ...] | None) -> Path:
+        if names is None:
+            listing = self.shell.run([self.master], f"ls -A {shlex.quote(self.run_dir)}")[self.master.name]
+            names = tuple(n for n in listing.stdout.split() if is_output(n))
+        return self._fetch(list(dict.fromkeys([*names, "model"])))
 
     def _fetch(self, names: list[str]) -> Path:
         packed = f"{self.run_dir}/{STAGING}.tar"

@@ -11,6 +11,7 @@ from training.events import RunEvent
 from ..context import CommandContext
 from ..remote import NodeShell
 from ..remote_layout import RemoteLayout
+from ..run_outputs import TASK_RESULTS
 from ..train_plan import LaunchPlan
 from .checkpoint_source import CheckpointSource, OnMaster, OverSsh
 from .record import RunFiles, RunState
@@ -46,7 +47,8 @@ class RunStorage:
         storage = self.ctx.provider.open_storage(location)
         self.sync = StorageSync(storage, self.ctx.config.name, plan.run, self.source,
                                 self.submission.keep_checkpoints,
-                                [self.files.record, self.files.log, self.files.events], self.report)
+                                [self.files.record, self.files.log, self.files.events], self.report,
+                                None if self.submission.request.is_script else TASK_RESULTS)
         if self.submission.restore_step is not None:
             self._restore(shell, plan, self.submission.restore_step)
 

@@ -15,18 +15,20 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..run_outputs import TASK_RESULTS
 from ..storage.base import MANIFEST, Storage
 from .checkpoint_source import CheckpointSource
 
 RETRY_DELAYS = (2, 5, 15, 30, 60)
-RESULTS = ("metrics.json", "predictions.json", "null_odds.json", "loss.png")
 Job = Callable[[], None]
 
 
 class StorageSync:
     def __init__(self, storage: Storage, cluster: str, run: str, source: CheckpointSource, keep: int,
-                 logs: list[Path], report: Callable[[str], None]) -> None:
+                 logs: list[Path], report: Callable[[str], None],
+                 outputs: tuple[str, ...] | None = TASK_RESULTS) -> None:
         self.storage, self.source, self.keep, self.logs, self.report = storage, source, keep, logs, report
+        self.outputs = outputs  # None: all the run's output (a user's script)
         self.base = storage.location.run_key(cluster, run)
         self.durable: int | None = None
         self.failures = 0
@@ -90,7 +92,7 @@ class StorageSync:
                 self.storage.put_file(path, f"{self.base}/{path.name}")
 
     def _results(self) -> None:
-        local = self.source.results(RESULTS)
+        local = self.source.results(self.outputs)
         try:
             for path in sorted(local.rglob("*")):
                 if path.is_file():

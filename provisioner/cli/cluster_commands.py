@@ -90,7 +90,8 @@ def down(ctx: click.Context, purge_images: bool, force: bool, **opts: Any) -> No
     given = provider_given(ctx, opts)
     result = down_cmd.run(context, purge_images=purge_images, force=force, search=given)
     if result.earlier is not None:
-        click.echo(f"nothing to remove: {result.earlier.describe()} (pass --provider to search for it anyway)")
+        click.echo(f"nothing to remove: {result.earlier.describe()}"
+                   " (pass --provider aws to search AWS by tag, --provider local for local nodes by name)")
         return
     render.removed(result.removed, result.cluster)
     for line in result.kept:

@@ -8,14 +8,24 @@ import click
 
 from .. import render, render_runs
 from ..commands import train as train_cmd
+from ..script_plan import SCRIPT_TASK
 from ..stacks import get_stack
-from ..train_plan import DEFAULT_MODEL, LaunchPlan, TrainRequest, check_request, dry_run_plan, parse_env
+from ..train_plan import DEFAULT_MODEL, TASKS, LaunchPlan, TrainRequest, check_request, dry_run_plan, parse_env
 from .group import CONTEXT, PassThroughCommand, cli, cluster_options, command_context, pass_through
 
 
 @cli.command(cls=PassThroughCommand, context_settings=CONTEXT)
 @cluster_options
-@click.argument("task", type=click.Choice(["squad", "glue"]))
+@click.argument("task", required=False, metavar="squad|glue|SCRIPT.py")
+@click.option("-m", "--module", help="run this module of the workdir (python -m MODULE) instead of a script")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path),
+              help="script: the folder that goes to every node and that it runs in (default: the script's own; "
+                   "with -m, the current folder)")
+@click.option("--data", "data_files", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              metavar="FILE", help="script: a data file for every node, in $XC_DATA_DIR (or {data} in ARGS); "
+                                   "repeatable")
+@click.option("--exclude", "excludes", multiple=True, metavar="GLOB",
+              help="script: leave this workdir path out (a name or a relative path; globs allowed); repeatable")
 @click.option("--task", "glue_task", default="mrpc", show_default=True, help="GLUE task name (glue only)")
 @click.option("--demo", is_flag=True, help="offline demo: a tiny BERT and synthetic data built on the nodes")
 @click.option("--dataset", help="Hugging Face dataset name (default: squad / glue)")
@@ -45,12 +55,15 @@ from .group import CONTEXT, PassThroughCommand, cli, cluster_options, command_co
 @click.option("--nodes", type=int, help="with --dry-run and no cluster: plan for this many nodes")
 @click.option("--instance-type", help="with --dry-run and no cluster: plan for this instance type")
 @click.pass_context
-def train(ctx: click.Context, task: str, glue_task: str, demo: bool,
+def train(ctx: click.Context, task: str | None, module: str | None, workdir: Path | None,
+          data_files: tuple[Path, ...], excludes: tuple[str, ...], glue_task: str, demo: bool,
           dataset: str | None, train_file: Path | None, eval_file: Path | None, model: str | None, run: str | None,
           resume: bool, ppn: int | None, threads: int | None, env_pairs: tuple[str, ...], fetch_model: Path | None,
           offline: bool, tune: bool, max_restarts: int, dry_run: bool, nodes: int | None, instance_type: str | None,
           storage: str | None, detach: bool, **opts: Any) -> None:
-    """Fine-tune TASK (squad or glue) across every node with mpirun + PyTorch DDP.
+    """Fine-tune across every node with mpirun + PyTorch DDP: a built-in TASK (squad or glue), your
+    own SCRIPT.py (or -m MODULE), run unchanged as one job: plain torch.distributed, accelerate or
+    the HF Trainer (see docs/scripts.md).
 
     Ranks per node, threads, pinning and LD_PRELOAD come from each node's topology. The run is
     handed to the cluster's run agent (on the master; for local nodes, on this machine), which
@@ -58,11 +71,13 @@ def train(ctx: click.Context, task: str, glue_task: str, demo: bool,
     the run resumed from its newest checkpoint. This command then follows its log; Ctrl-C
     detaches (the run goes on). At the end the results are fetched into
     $XEONCLUSTER_HOME/results/NAME/RUN. Arguments after `--` go to the HF TrainingArguments
-    (e.g. -- --learning_rate 5e-5).
+    (e.g. -- --learning_rate 5e-5), or to your script ({output} and {data} in them become the run's
+    output folder and the --data folder on the nodes).
     """
     request = TrainRequest(
-        task=task, glue_task=glue_task, dataset=dataset, train_file=train_file, eval_file=eval_file, model=model,
-        demo=demo, run=run, resume=resume, ppn=ppn, threads=threads, env=parse_env(env_pairs),
+        task=task_of(task, module), script=script_of(task), module=module, workdir=workdir, data=data_files,
+        excludes=excludes, glue_task=glue_task, dataset=dataset, train_file=train_file, eval_file=eval_file,
+        model=model, demo=demo, run=run, resume=resume, ppn=ppn, threads=threads, env=parse_env(env_pairs),
         trainer_args=pass_through(ctx), fetch_model=fetch_model, offline=offline,
         tuned=tune, max_restarts=max_restarts, storage=storage)
     context = command_context(ctx, opts)
@@ -83,4 +98,20 @@ def train(ctx: click.Context, task: str, glue_task: str, demo: bool,
     else:
         render_runs.training_result(result, config.name)
 
+
+def task_of(task: str | None, module: str | None) -> str:
+    if module is not None or (task is not None and script_of(task) is not None):
+        if module is not None and task is not None:
+            raise click.UsageError(f"give a script or -m {module}, not both ({task!r} too)")
+        return SCRIPT_TASK
+    if task is None:
+        raise click.UsageError("missing TASK: squad, glue, a script PATH.py, or -m MODULE")
+    return task
+
+
+def script_of(task: str | None) -> Path | None:
+    """A TASK that names a Python file (existing or not: a missing one is an error of its own)."""
+    if task is None or task in TASKS:
+        return None
+    return Path(task) if task.endswith(".py") or "/" in task else None
 

@@ -37,7 +37,7 @@ def run(ctx: CommandContext, purge_images: bool = False, force: bool = False, se
 
 
 def _refuse_active_run(ctx: CommandContext, force: bool) -> None:
-    record = ctx.state.load() if ctx.state.exists() else None
+    record = _readable_record(ctx)
     active = client.active_or_none(ctx, record) if record is not None and record.nodes else None
     if active is None:
         return

@@ -20,6 +20,11 @@ def removed_itself(ctx: CommandContext, record: ClusterRecord | None) -> Removal
         return None
 
 
+def removed(ctx: CommandContext, record: ClusterRecord | None) -> Removal | None:
+    """As `removed_itself`, and without state also a removal by `down`: `status` says either."""
+    return find_removal(ctx.config.name) if record is None else removed_itself(ctx, record)
+
+
 def what_remains(ctx: CommandContext, removal: Removal, record: ClusterRecord | None) -> str:
     """The removal, and the way on from it."""
     name = ctx.config.name

@@ -13,7 +13,7 @@ from ..context import CommandContext
 from ..errors import XeonClusterError
 from ..providers.base import Node
 from ..state import ClusterRecord
-from .self_removed import removed_itself, what_remains
+from .self_removed import removed, what_remains
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def run(ctx: CommandContext) -> StatusResult:
     replaced = _replaced(ctx)
     rows = tuple(NodeStatus(n, *reach.get(n.name, (False, n.state)), replaced=n.name in replaced) for n in nodes)
     active, notes = _active_run(ctx, record, rows)
-    removal = None if running else removed_itself(ctx, record)
+    removal = None if running else removed(ctx, record)
     gone = what_remains(ctx, removal, record) if removal else ""
     return StatusResult(ctx.config.name, ctx.config.provider, rows, active, notes, gone, _autostop(ctx, record, rows))
 

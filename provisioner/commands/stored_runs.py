@@ -12,8 +12,6 @@ from ..errors import ConfigError
 from ..storage.base import Storage, StorageLocation
 from .train_results import Fetched, results_dir
 
-RESULT_FILES = ("metrics.json", "predictions.json", "null_odds.json", "loss.png")
-
 
 @dataclass(frozen=True)
 class StoredRun:
@@ -67,13 +65,13 @@ def fetch_stored_results(ctx: CommandContext, run: str) -> Fetched | None:
     location, storage = open_storage(ctx)
     base = f"{location.run_key(ctx.config.name, run)}/results"
     target = results_dir(ctx, run)
-    present = {o.key.rsplit("/", 1)[1] for o in storage.objects(base)}
-    for name in (n for n in RESULT_FILES if n in present):
+    names = [o.key[len(base) + 1:] for o in storage.objects(base)]
+    for name in names:
         storage.get_file(f"{base}/{name}", target / name)
-    if "metrics.json" not in present:
+    if "metrics.json" not in names:
         return None
     metrics = json.loads((target / "metrics.json").read_text())
-    return Fetched(metrics, target / "metrics.json", [target / n for n in RESULT_FILES[1:] if n in present])
+    return Fetched(metrics, target / "metrics.json", [target / n for n in sorted(names) if n != "metrics.json"])
 
 
 def remove_stored_run(ctx: CommandContext, cluster: str, run: str) -> int:

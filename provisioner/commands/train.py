@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .. import script_plan
 from ..agent import client, watch_client
 from ..agent.follow import Follower
 from ..agent.host import AgentHost, MasterHost
@@ -20,6 +21,7 @@ from ..errors import BusyError, ConfigError, TrainingError
 from ..providers.base import Node
 from ..remote import NodeShell
 from ..remote_layout import PACKAGE_ROOT
+from ..script_plan import SCRIPT_LABELS
 from ..stacks import get_stack
 from ..state import ClusterRecord
 from ..train_plan import LaunchPlan, TrainRequest, check_request, check_run_name, default_run_name
@@ -57,7 +59,7 @@ def run(ctx: CommandContext, request: TrainRequest, echo: Callable[[str], None],
     try:
         host = client.host_for(ctx, shell, record)
         name = request.run or _latest_run(ctx, host, request) if request.resume else request.run
-        name = name or default_run_name(request.task)
+        name = name or default_run_name(request)
         preparer = Preparer(ctx, replace(request, run=name), stack, record.node_list())
         if dry_run:
             return preparer.prepare(shell, name, sync=False)
@@ -84,14 +86,15 @@ def _submit(ctx: CommandContext, shell: NodeShell, host: AgentHost, record: Clus
         location = run_storage(ctx, preparer.request, record)
         plan = preparer.prepare(shell, run)
         restore = None
-        if preparer.request.resume and not preparer.check_checkpoint(shell, plan.home, run):
+        on_master = preparer.check_checkpoint(shell, plan.home, run) if preparer.request.resume else True
+        if not on_master:
             restore = stored_checkpoint(ctx, location, run)
             if restore is None:
-                raise no_checkpoint(run, plan.nodes[0].name, location)
+                raise no_checkpoint(run, plan.nodes[0].name, location, run_known=on_master is not None)
         preparer.send_env_file(shell, run)
         client.install(ctx, shell, host, record)
         request = _for_host(preparer.request, host, plan)
-        started = RunRecord(run=run, cluster=ctx.config.name, task=request.task, nodes=[n.name for n in plan.nodes])
+        started = RunRecord(run=run, cluster=ctx.config.name, task=request.label, nodes=[n.name for n in plan.nodes])
         submission = Submission(request, plan, location, ctx.config.storage.keep_checkpoints, restore)
         client.submit(host, ctx.config.name, submission, started)
         client.start(host, ctx.config.name, run)
@@ -108,8 +111,9 @@ def _for_host(request: TrainRequest, host: AgentHost, plan: LaunchPlan) -> Train
     def on_master(path: Path | None) -> Path | None:
         return Path(f"{plan.home}/{PACKAGE_ROOT}/data/{_digest_dir(path)}/{path.name}") if path else None
 
-    return replace(request, fetch_model=None, train_file=on_master(request.train_file),
-                   eval_file=on_master(request.eval_file))
+    moved = replace(request, fetch_model=None, train_file=on_master(request.train_file),
+                    eval_file=on_master(request.eval_file), data=tuple(filter(None, map(on_master, request.data))))
+    return script_plan.as_synced(moved, plan.home) if request.is_script else moved
 
 
 def _digest_dir(path: Path) -> str:
@@ -120,12 +124,12 @@ def _digest_dir(path: Path) -> str:
 
 def _latest_run(ctx: CommandContext, host: AgentHost, request: TrainRequest) -> str:
     """The newest run of this task, whatever its name."""
-    runs = [r for r in client.list_records(host, ctx.config.name) if r.task == request.task]
+    runs = [r for r in client.list_records(host, ctx.config.name) if r.task == request.label]
     if not runs:  # a master that is new (every node was lost): the runs storage kept with a checkpoint
         runs = [s.record for s in stored_runs(ctx, ctx.config.name, request.storage)
-                if s.record.task == request.task and s.checkpoints]
+                if s.record.task == request.label and s.checkpoints]
     if not runs:
-        raise ConfigError(f"no earlier {request.task} run on cluster '{ctx.config.name}' to resume, on it or in "
+        raise ConfigError(f"no earlier {request.label} run on cluster '{ctx.config.name}' to resume, on it or in "
                           "storage",
                           hint="start one without --resume, or name the run with --run RUN --resume")
     return runs[0].run
@@ -162,7 +166,8 @@ def _fetch(ctx: CommandContext, record: RunRecord, fetch_model: Path | None) -> 
              "cost_usd": round(record.cost_usd, 6)}
     shell = ctx.shell()
     try:
-        return fetch_results(shell, master, record.run, results_dir(ctx, record.run), fetch_model, extra)
+        return fetch_results(shell, master, record.run, results_dir(ctx, record.run), fetch_model, extra,
+                             everything=record.task.startswith(SCRIPT_LABELS))
     finally:
         shell.close()
 

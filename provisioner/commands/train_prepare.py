@@ -18,6 +18,7 @@ from ..remote_layout import PACKAGE_ROOT, VENV, RemoteLayout
 from ..stacks import Stack
 from ..topology import CpuTopology, parse_probe, probe_command
 from ..train_plan import ENV_FILE, LaunchPlan, TrainRequest, build_plan, check_request, env_file_text
+from .script_prepare import sync_script
 
 # The interface each node reaches the master's private address over (on the master: the one holding it).
 IFACE_PROBE = ("dev=$(ip -o -4 route get {ip} 2>/dev/null | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p'); "
@@ -87,6 +88,9 @@ class Preparer:
         result = sync_tree(shell, nodes, package, package_files(package), "training")
         self.ctx.reporter.detail(f"training package {result.digest}: "
                                  f"sent to {', '.join(result.sent_to) or 'none (unchanged)'}")
+        if self.request.is_script:
+            sync_script(self.ctx, shell, nodes, self.request, self.stack)
+            return {}
         data = {}
         if self.request.train_file:
             data["train"] = sync_data_file(shell, nodes, Path(self.request.train_file))
@@ -105,15 +109,20 @@ class Preparer:
             if not result.ok:
                 raise RemoteError(f"could not build the demo assets on {node.name}: {result.last_line()}")
 
-    def check_checkpoint(self, shell: NodeShell, home: str, run: str) -> bool:
-        """Whether the master holds a checkpoint of `run` (else it may come from storage)."""
+    def check_checkpoint(self, shell: NodeShell, home: str, run: str) -> bool | None:
+        """Whether the master holds a checkpoint of `run` (else it may come from storage); None when it
+        has no such run at all."""
         master = self.nodes[0]
         remote = RemoteLayout(home).run_dir(run)
-        command = f"cd {shlex.quote(remote)} 2>/dev/null || exit 0; ls -d checkpoint-* 2>/dev/null || true"
+        command = (f"cd {shlex.quote(remote)} 2>/dev/null || {{ echo no-run; exit 0; }}; "
+                   "ls -d checkpoint-* 2>/dev/null || true")
         result = shell.run([master], command)[master.name]
         if not result.ok:
             raise RemoteError(f"cannot look for checkpoints on {master.name}: {result.last_line()}")
-        return any(line.startswith("checkpoint-") for line in result.stdout.split())
+        found = result.stdout.split()
+        if found == ["no-run"]:
+            return None
+        return any(line.startswith("checkpoint-") for line in found)
 
     def send_env_file(self, shell: NodeShell, run: str) -> None:
         """--env values go to every node in a file only the login user can read (created 0600 before

@@ -12,9 +12,9 @@ from ..errors import RemoteError
 from ..providers.base import Node
 from ..remote import NodeShell
 from ..remote_layout import PACKAGE_ROOT
+from ..run_outputs import TASK_RESULTS, tar_excludes
 
-# What a run leaves next to metrics.json on the master; each exists only when the run had something to put in it.
-OPTIONAL_RESULTS = ("predictions.json", "null_odds.json", "loss.png")
+OPTIONAL_RESULTS = TASK_RESULTS[1:]  # what a built-in task leaves next to metrics.json
 
 
 def results_dir(ctx: CommandContext, run: str) -> Path:
@@ -31,14 +31,17 @@ class Fetched:
 
 
 def fetch_results(shell: NodeShell, master: Node, run: str, run_dir: Path, fetch_model: Path | None,
-                  extra: dict[str, Any] | None = None) -> Fetched:
-    """Copy the run's results into `run_dir`; `extra` (restarts, cost) is merged into metrics.json."""
+                  extra: dict[str, Any] | None = None, everything: bool = False) -> Fetched:
+    """Copy the run's results into `run_dir`; `extra` (restarts, cost) is merged into metrics.json.
+    `everything` (a user's script): the whole output folder, but for its checkpoints."""
     remote_run = f"{PACKAGE_ROOT}/runs/{run}"
     metrics_path = run_dir / "metrics.json"
+    fetch = _fetch_outputs if everything else _fetch_optional
+    results = fetch(shell, master, remote_run, run_dir)
     shell.get(master, f"{remote_run}/metrics.json", metrics_path)
     metrics = json.loads(metrics_path.read_text()) | (extra or {})
     metrics_path.write_text(json.dumps(metrics, indent=2) + "\n")
-    fetched = Fetched(metrics, metrics_path, _fetch_optional(shell, master, remote_run, run_dir))
+    fetched = Fetched(metrics, metrics_path, [p for p in results if p != metrics_path])
     if fetch_model is not None:
         fetched.model_dir = _fetch_model(shell, master, remote_run, run_dir, fetch_model)
     return fetched
@@ -67,3 +70,22 @@ def _fetch_optional(shell: NodeShell, master: Node, remote_run: str, run_dir: Pa
         shell.get(master, f"{remote_run}/{name}", run_dir / name)
         fetched.append(run_dir / name)
     return fetched
+
+
+def _fetch_outputs(shell: NodeShell, master: Node, remote_run: str, run_dir: Path) -> list[Path]:
+    packed = f"{remote_run}.xc-results.tar.gz"  # beside the folder: storage may be snapshotting inside it
+    # Exit 1 is GNU tar's "file changed as we read it": the agent's storage snapshot links and unlinks
+    # its own files in the folder meanwhile, never the script's output.
+    result = shell.run([master], f"tar -C {remote_run} -czf {packed} --warning=no-file-changed {tar_excludes()} . "
+                                 f"|| [ $? -eq 1 ]")[master.name]
+    if not result.ok:
+        raise RemoteError(f"could not pack the run's output on {master.name}: {result.last_line()}")
+    archive = run_dir / ".xc-results.tar.gz"
+    shell.get(master, packed, archive)
+    with tarfile.open(archive) as tar:
+        names = [m.name for m in tar.getmembers() if m.isfile()]
+        tar.extractall(run_dir, filter="data")
+    archive.unlink()
+    shell.run([master], f"rm -f {packed}")
+    return sorted(run_dir / name for name in names)
+

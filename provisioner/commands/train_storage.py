@@ -53,6 +53,9 @@ def _elsewhere(storage: Storage, location: StorageLocation, run: str, cluster: s
     return best
 
 
-def no_checkpoint(run: str, master: str, location: StorageLocation) -> ConfigError:
+def no_checkpoint(run: str, master: str, location: StorageLocation, run_known: bool) -> ConfigError:
+    if not run_known:
+        return ConfigError(f"--resume: no run '{run}' on {master} (master), nor in {location.url}",
+                           hint="`xeoncluster runs` lists the runs; drop --resume to start a new one")
     return ConfigError(f"--resume: run '{run}' has no checkpoint on {master} (master), nor in {location.url}",
                        hint="checkpoints are written every --save-steps steps; start a new run instead")

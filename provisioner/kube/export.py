@@ -12,6 +12,7 @@ from ..stacks import Stack
 from . import pytorchjob, trainjob
 from .dockerfile import dockerfile_text
 from .job_spec import ExportRequest, JobSpec, build_job_spec
+from .script_job import script_dockerfile_text, stack_image
 
 APPLY_NEEDS = {"trainjob": "the Kubeflow Trainer v2 CRDs (TrainJob, TrainingRuntime) and JobSet",
                "pytorchjob": "the Kubeflow Training Operator (PyTorchJob)"}
@@ -53,7 +54,11 @@ def to_yaml(result: Export) -> str:
 
 
 def write_dockerfile(path: Path, result: Export, stack: Stack) -> None:
-    text = dockerfile_text(stack, result.spec.machine.topology, result.spec.image)
+    spec = result.spec
+    if spec.workdir is not None:
+        text = script_dockerfile_text(stack_image(stack), spec.image, spec.workdir)
+    else:
+        text = dockerfile_text(stack, spec.machine.topology, spec.image)
     if not path.parent.is_dir():
         raise ConfigError(f"--dockerfile {path}: folder {path.parent} does not exist")
     path.write_text(text)

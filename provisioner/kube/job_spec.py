@@ -6,12 +6,15 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from ..errors import ConfigError
+from ..script_plan import check_script_request
 from ..stacks import Stack
 from ..train_plan import TrainRequest, check_request, default_run_name
+from ..workdir import Workdir
 from .launch import EnvVar, container_command, plan, plan_notes, pod_env, worker_program
 from .machine import Machine, machine
 from .paths import DataPaths
 from .resources import PodShare, pod_share, pod_topology
+from .script_job import default_image, script_program, stack_image
 
 KINDS = ("trainjob", "pytorchjob")
 MARKETS = ("spot", "on-demand")
@@ -31,7 +34,7 @@ class ExportRequest:
     train: TrainRequest
     nodes: int
     instance_type: str
-    image: str
+    image: str | None  # None: the stack's image, or for a script one named after it and its workdir
     pvc: str = DEFAULT_PVC
     market: str = "spot"
 
@@ -73,6 +76,7 @@ class JobSpec:
     max_restarts: int
     stack: str
     notes: tuple[str, ...] = ()
+    workdir: Workdir | None = None  # a script's: what its image holds
 
     @property
     def world_size(self) -> int:
@@ -90,7 +94,7 @@ def check_export(request: ExportRequest, stack: Stack) -> None:
     if not PVC_NAME.match(request.pvc):
         raise ConfigError(f"--pvc {request.pvc!r}: a PersistentVolumeClaim name is lowercase letters, digits, "
                           "'-' and '.'", hint=f"e.g. --pvc {DEFAULT_PVC}")
-    if not request.image or any(c.isspace() for c in request.image):
+    if request.image is not None and (not request.image or any(c.isspace() for c in request.image)):
         raise ConfigError(f"--image {request.image!r}: expected an image reference such as "
                           "registry.example.com/xeoncluster:stock")
     check_request(request.train, stack)
@@ -104,19 +108,32 @@ def check_export(request: ExportRequest, stack: Stack) -> None:
                               "PVC (/data/...)")
 
 
+def job_name(request: TrainRequest) -> str:
+    """The default run name, made a valid job name (a script's may hold '_' or capitals)."""
+    return re.sub(r"[^a-z0-9-]+", "-", default_run_name(request).lower())[-40:].strip("-")
+
+
 def build_job_spec(request: ExportRequest, stack: Stack) -> JobSpec:
     check_export(request, stack)
     node = machine(request.instance_type)
     share = pod_share(node)
     ranks = plan(request.train, stack, pod_topology(node, share), request.nodes)
-    paths = DataPaths(request.train.run or default_run_name(request.train.task))
-    program = worker_program(request.train, stack, paths)
+    paths = DataPaths(request.train.run or job_name(request.train))
+    workdir = None
+    if request.train.is_script:
+        workdir = check_script_request(request.train)
+        program = script_program(request.train, paths, workdir)
+        image = request.image or default_image(request.train, workdir)
+    else:
+        program = worker_program(request.train, stack, paths)
+        image = request.image or stack_image(stack)
     share_note = (f"each pod: {share.cpus} of {node.vcpus} vCPUs and {share.memory_gib} of {node.memory_gib} GiB "
                   "(requests == limits; the rest is left to kubelet and the system)")
     return JobSpec(
         name=paths.run, nodes=request.nodes, ranks_per_node=ranks.ranks_per_node,
-        threads_per_rank=ranks.threads_per_rank, image=request.image,
+        threads_per_rank=ranks.threads_per_rank, image=image,
         command=container_command(program, ranks.ranks_per_node),
         env=pod_env(request.train, stack, ranks, paths), machine=node, share=share,
         placement=Placement(node.instance_type, request.market), pvc=request.pvc, paths=paths,
-        max_restarts=request.train.max_restarts, stack=stack.name, notes=(share_note, *plan_notes(ranks)))
+        max_restarts=request.train.max_restarts, stack=stack.name, notes=(share_note, *plan_notes(ranks)),
+        workdir=workdir)

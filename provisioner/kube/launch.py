@@ -36,8 +36,8 @@ class EnvVar:
 def worker_program(request: TrainRequest, stack: Stack, paths: DataPaths) -> tuple[str, ...]:
     """The argv each rank runs; torchrun starts it once per rank (`--no-python`: it is a whole command).
 
-    The seam for other programs: a user's script would return its own argv here (python SCRIPT
-    ARGS) and keep everything else, env, torchrun and the pod, as it is. `--resume` is always on:
+    A user's script has its own (script_job.py) and keeps everything else, env, torchrun and the
+    pod, as it is. `--resume` is always on:
     a restarted pod continues from the newest checkpoint in its folder, or starts fresh without one.
     """
     args = ["python", "-m", "training", request.task]

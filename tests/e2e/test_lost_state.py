@@ -47,8 +47,8 @@ def test_down_without_state_removes_local_leftovers_root_and_bridge(local_env: L
         assert "nothing to remove" in again.out and "pass --provider aws to search AWS by tag" in again.out
         status = bare(local_env, tmp_path, "status", "--name", name)
         assert status.code == 1
-        assert status.err.strip() == f"error: no state for {name} on this machine; pass --provider aws to search " \
-                                     "AWS by tag"
+        assert status.err.startswith(f"error: cluster '{name}' (local) was removed by `down` at "), status.err
+        assert status.err.strip().endswith(f"`xeoncluster up --name {name}` starts it again"), status.err
     finally:
         local_env.cli("down", "--name", name)
 
@@ -72,6 +72,7 @@ def test_corrupt_state_status_and_down_find_the_local_nodes(local_env: LocalEnv,
 def test_down_after_a_rolled_back_up_or_of_a_cluster_never_made(local_env: LocalEnv, tmp_path: Path) -> None:
     rolled_back = StateDir("e2erolled", home=local_env.home)
     rolled_back.create()
+    rolled_back.logs.mkdir(parents=True)
     (rolled_back.logs / "up-20260101-000000-1.log").write_text("up failed at step 'launch master'\n")
     for name in ("e2erolled", "e2enever"):
         down = bare(local_env, tmp_path, "down", "--name", name)

@@ -174,11 +174,12 @@ def test_start_twice_is_safe_and_config_points_at_the_standin(standin: Any) -> N
     probe = standin.script("run", "--", "sh", "-c", "echo $AWS_ENDPOINT_URL $AWS_REGION; ip route show default")
     assert probe.stdout.strip() == "http://127.0.0.1:5000 us-east-1"  # and no default route
     # CMD gets the caller's PYTHONPATH as it was, this checkout included when the caller put it there.
-    for caller in (str(REPO), ""):
+    for caller in (str(REPO), "", None):
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         path = subprocess.run([str(SCRIPT), "run", "--", "sh", "-c", "echo \"[${PYTHONPATH-unset}]\""],
-                              env={**os.environ, **standin.paths.env(), "PYTHONPATH": caller},
+                              env={**env, **standin.paths.env(), **({} if caller is None else {"PYTHONPATH": caller})},
                               capture_output=True, text=True, check=True).stdout.strip()
-        assert path == f"[{caller or 'unset'}]"
+        assert path == f"[{'unset' if caller is None else caller}]"
 
 
 # -- 1. boot, SSH as ubuntu, console host keys --------------------------------------------------------

@@ -68,7 +68,7 @@ def test_the_config_sets_the_defaults(tmp_path: Path, capsys: pytest.CaptureFixt
     (["trainjob", "--nodes", "0", "squad"], "error: --nodes must be between 1 and 256 (got 0)"),
     (["trainjob", "--instance-type", "c7i.16xlarg", "squad"],
      "error: --instance-type 'c7i.16xlarg': not in the instance catalog (did you mean 'c7i.16xlarge'?)"),
-    (["trainjob", "sqad"], "error: unknown task 'sqad'; choose one of squad, glue"),
+    (["trainjob", "sqad"], "error: unknown task 'sqad'; choose one of squad, glue, a script PATH.py, or -m MODULE"),
     (["cronjob", "squad"], "error: unknown manifest kind 'cronjob'; choose one of trainjob, pytorchjob"),
     (["pytorchjob", "--market", "spots", "squad"], "error: --market 'spots': choose one of spot, on-demand"),
     (["trainjob", "--ppn", "0", "squad"], "error: --ppn must be at least 1 (got 0)"),

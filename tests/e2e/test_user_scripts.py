@@ -1,0 +1,145 @@
+"""Users' own scripts on a real 2-node local cluster, world size 2, as a new user runs them: the three
+kinds in examples/ (plain torch DDP, HF Trainer, accelerate) run unchanged and their output comes back;
+a Trainer script survives a node that gives notice with 0 steps lost; bad input is one line, exit 2."""
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import LocalEnv
+from tests.e2e.test_recovery import wait_for_end
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.fixture(scope="module")
+def cluster(local_env: LocalEnv, warm_image: str) -> Iterator[str]:
+    local_env.ok("up", "--name", "e2escript", "--nodes", "2")
+    yield "e2escript"
+    local_env.ok("down", "--name", "e2escript", "--force")
+
+
+def results(env: LocalEnv, cluster: str, run: str) -> Path:
+    return env.home / "results" / cluster / run
+
+
+def test_a_plain_ddp_script_runs_as_one_job_and_its_output_comes_back(local_env: LocalEnv, cluster: str) -> None:
+    done = local_env.ok("train", str(EXAMPLES / "ddp_plain.py"), "--name", cluster, "--run", "plain", "--",
+                        "--steps", "60")
+    assert "[0] step 40/60 loss" in done.out
+    result = json.loads((results(local_env, cluster, "plain") / "result.json").read_text())
+    assert result["world_size"] == 2 and result["steps"] == 60
+    metrics = json.loads((results(local_env, cluster, "plain") / "metrics.json").read_text())
+    assert metrics["task"] == "script:ddp_plain.py" and metrics["world_size"] == 2 and metrics["ranks_per_node"] == 1
+    assert (results(local_env, cluster, "plain") / "plain-checkpoint.pt").exists()
+    runs = {r["run"]: r for r in json.loads(local_env.ok("runs", "--name", cluster, "--json").out)}
+    assert runs["plain"]["task"] == "script:ddp_plain.py" and runs["plain"]["state"] == "succeeded"
+
+
+def test_an_hf_trainer_script_runs_unchanged_and_its_output_comes_back(local_env: LocalEnv, cluster: str) -> None:
+    local_env.ok("train", str(EXAMPLES / "hf_trainer.py"), "--name", cluster, "--run", "trainer", "--",
+                 "--output_dir", "{output}", "--max_steps", "30", "--save_steps", "10", "--logging_steps", "10")
+    folder = results(local_env, cluster, "trainer")
+    metrics = json.loads((folder / "metrics.json").read_text())
+    assert metrics["world_size"] == 2 and metrics["global_steps"] == 30
+    assert "eval_loss" in json.loads((folder / "eval_results.json").read_text())
+    assert (folder / "model" / "config.json").exists()
+    assert not list(folder.glob("checkpoint-*"))  # checkpoints stay with the run (and in storage)
+    stored = local_env.home / "storage" / cluster / "runs" / "trainer"
+    assert (stored / "results" / "eval_results.json").exists()
+    assert sorted(p.name for p in (stored / "checkpoints").iterdir()) == ["checkpoint-10", "checkpoint-20",
+                                                                        "checkpoint-30"]
+
+
+def test_an_accelerate_script_sees_the_whole_job(local_env: LocalEnv, cluster: str) -> None:
+    local_env.ok("train", str(EXAMPLES / "accelerate_loop.py"), "--name", cluster, "--run", "accel", "--",
+                 "--steps", "40")
+    result = json.loads((results(local_env, cluster, "accel") / "result.json").read_text())
+    assert result["num_processes"] == 2 == result["world_size"]
+    assert result["distributed_type"] == "DistributedType.MULTI_CPU"
+
+
+def wait_for_a_step(events: Path) -> None:
+    deadline = time.monotonic() + 300
+    while '"kind": "step"' not in (events.read_text() if events.exists() else ""):
+        assert time.monotonic() < deadline, "the run never started training"
+        time.sleep(0.5)
+
+
+def test_a_trainer_script_survives_a_noticed_node_with_no_step_lost(local_env: LocalEnv, cluster: str) -> None:
+    local_env.ok("train", str(EXAMPLES / "hf_trainer.py"), "--name", cluster, "--run", "noticed", "--detach", "--",
+                 "--output_dir", "{output}", "--max_steps", "400", "--save_steps", "40", "--logging_steps", "20")
+    log = local_env.home / "clusters" / cluster / "runs" / "noticed" / "train.log"
+    wait_for_a_step(log.parent / "events.jsonl")
+    notice = json.dumps({"reason": "test notice", "deadline": time.time() + 120})
+    local_env.ok("exec", "--name", cluster, "--node", "node1", "--", f"echo '{notice}' > ~/xeoncluster/notice")
+    record = wait_for_end(local_env, cluster, "noticed")
+    assert record["state"] == "succeeded" and record["restarts"] == 1, record
+    local_env.ok("logs", "noticed", "--name", cluster)
+    metrics = json.loads((results(local_env, cluster, "noticed") / "metrics.json").read_text())
+    [restart] = metrics["restarts"]
+    assert restart["lost_steps"] == 0 and restart["from_step"] == metrics["resumed_from_step"] > 0, metrics
+    assert metrics["global_steps"] == 400 and metrics["world_size"] == 2
+    assert "training: resuming from" in log.read_text()
+
+
+def test_a_module_with_its_requirements_installed_once(local_env: LocalEnv, cluster: str, tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "job.py").write_text(
+        "import json, os, tomli_w\n"
+        "path = os.path.join(os.environ['XC_OUTPUT_DIR'], f\"rank{os.environ['RANK']}.toml\")\n"
+        "open(path, 'w').write(tomli_w.dumps({'world': int(os.environ['WORLD_SIZE']),\n"
+        "    'data': open(os.path.join(os.environ['XC_DATA_DIR'], 'words.txt')).read().strip()}))\n")
+    (tmp_path / "requirements.txt").write_text("tomli-w==1.2.0\n")
+    (tmp_path / "words.txt").write_text("hello nodes\n")
+    first = local_env.ok("train", "-m", "pkg.job", "--workdir", str(tmp_path), "--data", str(tmp_path / "words.txt"),
+                         "--name", cluster, "--run", "mod")
+    # on both nodes (node1 may have been replaced by the notice test: its replacement has a new name)
+    assert re.search(r"install requirements.txt on node0, node\d+\n", first.out + first.err), first.err
+    assert (results(local_env, cluster, "mod") / "rank0.toml").read_text().count("hello nodes") == 1
+    again = local_env.ok("train", "-m", "pkg.job", "--workdir", str(tmp_path), "--data", str(tmp_path / "words.txt"),
+                         "--name", cluster, "--run", "mod2")
+    assert "install requirements.txt" not in again.out + again.err and "sent to none" in again.out + again.err
+
+
+def test_a_failing_script_is_reported_like_a_failed_rank(local_env: LocalEnv, cluster: str, tmp_path: Path) -> None:
+    (tmp_path / "boom.py").write_text("import os\n"
+                                      "if os.environ['RANK'] == '1':\n"
+                                      "    raise RuntimeError('bad shard 7')\n")
+    failed = local_env.cli("train", str(tmp_path / "boom.py"), "--name", cluster, "--run", "boom")
+    assert failed.code == 1, failed.err
+    line = failed.err.strip().splitlines()[-1]
+    assert line.startswith("error: ") and "rank 1" in line and "RuntimeError: bad shard 7" in line, failed.err
+    assert "train.log" in failed.err or "logs boom" in failed.err, failed.err
+    runs = {r["run"]: r for r in json.loads(local_env.ok("runs", "--name", cluster, "--json").out)}
+    assert runs["boom"]["state"] == "failed" and runs["boom"]["restarts"] == 0
+
+
+@pytest.mark.parametrize(("setup", "says"), [
+    (lambda d: None, "script {d}/missing.py does not exist"),
+    (lambda d: (d / ".git").mkdir(), "holds version control or caches, which are not sent to the nodes: .git/"),
+    (lambda d: (d / "weights.bin").write_bytes(b"0" * (11 * 2**20)), "holds files over 10 MiB: weights.bin (11 MiB)"),
+    (lambda d: (d / "requirements.txt").write_text("no-such-package-xc-test==0.0.1\n"),
+     "requirements.txt: Could not find a version that satisfies the requirement no-such-package-xc-test==0.0.1"),
+])
+def test_bad_script_input_is_one_line_and_starts_nothing(local_env: LocalEnv, cluster: str, tmp_path: Path,
+                                                         setup, says: str) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "job.py").write_text("print('never runs')\n")
+    setup(tmp_path)
+    script = tmp_path / ("missing.py" if "missing" in says else "job.py")
+    before = json.loads(local_env.ok("runs", "--name", cluster, "--json").out)
+    failed = local_env.cli("train", str(script), "--name", cluster)
+    assert failed.code == 2, failed.err
+    assert failed.err.strip().splitlines()[-1].startswith("error: ") and says.format(d=tmp_path) in failed.err
+    assert json.loads(local_env.ok("runs", "--name", cluster, "--json").out) == before
+
+
+def test_a_module_that_is_not_there_is_one_line(local_env: LocalEnv, cluster: str, tmp_path: Path) -> None:
+    failed = local_env.cli("train", "-m", "not_a_module_here", "--workdir", str(tmp_path), "--name", cluster)
+    assert failed.code == 2 and "-m not_a_module_here: no such module in the workdir" in failed.err
