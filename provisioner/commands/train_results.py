@@ -49,16 +49,25 @@ def fetch_results(shell: NodeShell, master: Node, run: str, run_dir: Path, fetch
 
 def _fetch_model(shell: NodeShell, master: Node, remote_run: str, run_dir: Path, target: Path) -> Path:
     packed = f"{remote_run}/model.tar.gz"
-    result = shell.run([master], f"tar -C {remote_run} -czf {packed} model")[master.name]
-    if not result.ok:
-        raise RemoteError(f"could not pack the model on {master.name}: {result.last_line()}")
-    archive = run_dir / "model.tar.gz"
-    shell.get(master, packed, archive)
     target.mkdir(parents=True, exist_ok=True)
+    _fetch_packed(shell, master, f"tar -C {remote_run} -czf {packed} model", packed, "the model",
+                  run_dir / "model.tar.gz", target)
+    return target / "model"
+
+
+def _fetch_packed(shell: NodeShell, master: Node, pack: str, packed: str, what: str, archive: Path,
+                  target: Path) -> list[str]:
+    """Run `pack` on the master, bring its archive `packed` back and unpack it into `target`; the
+    files it held."""
+    result = shell.run([master], pack)[master.name]
+    if not result.ok:
+        raise RemoteError(f"could not pack {what} on {master.name}: {result.last_line()}")
+    shell.get(master, packed, archive)
     with tarfile.open(archive) as tar:
+        names = [m.name for m in tar.getmembers() if m.isfile()]
         tar.extractall(target, filter="data")
     archive.unlink()
-    return target / "model"
+    return names
 
 
 def _fetch_optional(shell: NodeShell, master: Node, remote_run: str, run_dir: Path) -> list[Path]:
@@ -76,16 +85,7 @@ def _fetch_outputs(shell: NodeShell, master: Node, remote_run: str, run_dir: Pat
     packed = f"{remote_run}.xc-results.tar.gz"  # beside the folder: storage may be snapshotting inside it
     # Exit 1 is GNU tar's "file changed as we read it": the agent's storage snapshot links and unlinks
     # its own files in the folder meanwhile, never the script's output.
-    result = shell.run([master], f"tar -C {remote_run} -czf {packed} --warning=no-file-changed {tar_excludes()} . "
-                                 f"|| [ $? -eq 1 ]")[master.name]
-    if not result.ok:
-        raise RemoteError(f"could not pack the run's output on {master.name}: {result.last_line()}")
-    archive = run_dir / ".xc-results.tar.gz"
-    shell.get(master, packed, archive)
-    with tarfile.open(archive) as tar:
-        names = [m.name for m in tar.getmembers() if m.isfile()]
-        tar.extractall(run_dir, filter="data")
-    archive.unlink()
+    pack = f"tar -C {remote_run} -czf {packed} --warning=no-file-changed {tar_excludes()} . || [ $? -eq 1 ]"
+    names = _fetch_packed(shell, master, pack, packed, "the run's output", run_dir / ".xc-results.tar.gz", run_dir)
     shell.run([master], f"rm -f {packed}")
     return sorted(run_dir / name for name in names)
-
