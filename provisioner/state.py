@@ -43,6 +43,9 @@ class ImageRecord(BaseModel):
     action: str
     image: Image | None = None
     background: str | None = None
+    # What nodes start from before a bake, as `up` resolved it: the run agent launches replacements
+    # from it and must not resolve it again (its role has no access to where the provider looks).
+    base: str | None = None
 
 
 class ClusterRecord(BaseModel):

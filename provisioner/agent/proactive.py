@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from ..commands.repair import recorded_image
+from ..commands.repair import recorded_base, recorded_image
 from ..commands.up_nodes import add_nodes, check_mesh, playbook_runner, write_cluster_files
 from ..context import CommandContext
 from ..playbook import load_playbooks
@@ -55,7 +55,8 @@ class Replacement:
         index = max(int(n.name.removeprefix("node")) for n in record.node_list()) + 1
         master = record.node_list()[0]
         with ctx.reporter.step(f"launch node{index} to replace {self.old.name} ahead of its loss"):
-            [new] = ctx.provider.launch(ctx.config, 1, recorded_image(record), "worker", index, near=master)
+            [new] = ctx.provider.launch(ctx.config, 1, recorded_image(record), "worker", index, near=master,
+                                        base=recorded_base(record))
             add_nodes(ctx, record, [new], shell)
             if recorded_image(record) is None:
                 playbook_runner(ctx, shell).run_all(load_playbooks(), [new], ctx.reporter.detail)

@@ -92,7 +92,7 @@ def _replace(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, dead:
             ctx.state.save(record)
             result.replaced.append(node.name)
             new = ctx.provider.launch(ctx.config, 1, recorded_image(record), node.role, _index(node),
-                                      near=_master(record))
+                                      near=_master(record), base=recorded_base(record))
             add_nodes(ctx, record, new, shell)
             record.set_nodes(sorted(record.node_list(), key=_index))
 
@@ -104,7 +104,8 @@ def _grow(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, grow_to:
     first = max(_index(n) for n in record.node_list()) + 1
     with ctx.reporter.step(f"add {count} worker(s)"):
         result.added.extend(f"node{first + i}" for i in range(count))
-        new = ctx.provider.launch(ctx.config, count, recorded_image(record), "worker", first, near=_master(record))
+        new = ctx.provider.launch(ctx.config, count, recorded_image(record), "worker", first, near=_master(record),
+                                  base=recorded_base(record))
         add_nodes(ctx, record, new, shell)
 
 
@@ -128,6 +129,10 @@ def _remove_new(ctx: CommandContext, record: ClusterRecord, names: list[str]) ->
 
 def recorded_image(record: ClusterRecord) -> Image | None:
     return record.image.image if record.image else None
+
+
+def recorded_base(record: ClusterRecord) -> str | None:
+    return record.image.base if record.image else None
 
 
 def _master(record: ClusterRecord) -> Node | None:

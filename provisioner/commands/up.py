@@ -239,7 +239,8 @@ class UpSteps:
             self.ctx.config, master, str(self.image.key), on_snapshot=restore,
             configure_seconds=self.configure_seconds))
         self.image = replace(self.image, background=image_id)
-        self.record.image = ImageRecord(key=self.image.key, action="bake", background=image_id)
+        self.record.image = ImageRecord(key=self.image.key, action="bake", background=image_id,
+                                        base=self.image.base_id)
         self.record.add_resources("image", [image_id])
         self.bake_lock.release()
 
@@ -304,4 +305,4 @@ class UpSteps:
 
     def _record_image(self, image: Image | None) -> None:
         self.record.image = ImageRecord(key=self.image.key, action=self.image.action.value, image=image,
-                                        background=self.image.background)
+                                        background=self.image.background, base=self.image.base_id)

@@ -218,14 +218,15 @@ class AwsProvider(Provider):
 
     # -- instances -------------------------------------------------------------------------
     def launch(self, cluster: ClusterConfig, count: int, image: Image | None, role: str, first_index: int,
-               network: Network | None = None, near: Node | None = None, root_gib: int | None = None) -> list[Node]:
+               network: Network | None = None, near: Node | None = None, root_gib: int | None = None,
+               base: str | None = None) -> list[Node]:
         if count <= 0:
             return []
         self._console_wait = None  # new nodes: a new wait for their host keys
         doing = f"launching {count} {role} node(s) for {cluster.name}"
         with translated(doing):
             network = network or self._find_network(cluster)
-            spec = self._launch_spec(cluster, network, count, image, role, first_index)
+            spec = self._launch_spec(cluster, network, count, image, role, first_index, base)
             if root_gib is not None:
                 spec = replace(spec, root_gib=root_gib)
         market = cluster.effective_master_market if role == "master" else cluster.market
@@ -247,8 +248,8 @@ class AwsProvider(Provider):
         return sorted((to_node(r, cluster.ssh.address) for r in raws), key=node_index)
 
     def _launch_spec(self, cluster: ClusterConfig, network: Network, count: int, image: Image | None,
-                     role: str, first_index: int) -> LaunchSpec:
-        image_id = image.id if image is not None else self._base_image_id(cluster)
+                     role: str, first_index: int, base: str | None = None) -> LaunchSpec:
+        image_id = image.id if image is not None else base or self._base_image_id(cluster)
         raw_image = aws_images.describe_image(self.ec2, image_id)
         if raw_image is None:
             raise ProviderError(f"image {image_id} not found in {self.region}")

@@ -180,9 +180,12 @@ class Provider(ABC):
 
     @abstractmethod
     def launch(self, cluster: ClusterConfig, count: int, image: Image | None, role: str, first_index: int,
-               network: Network | None = None, near: Node | None = None, root_gib: int | None = None) -> list[Node]:
+               network: Network | None = None, near: Node | None = None, root_gib: int | None = None,
+               base: str | None = None) -> list[Node]:
         """`network`: what prepare() returned; looked up again when not given. `near`: launch close to
-        this node (its zone first, where the provider has zones). `root_gib`: instead of the config's."""
+        this node (its zone first, where the provider has zones). `root_gib`: instead of the config's.
+        `base`: the base image's id as `up` resolved it, for callers that may not resolve it again (the
+        run agent's role has no access to where the provider looks it up)."""
 
     @abstractmethod
     def bake(self, cluster: ClusterConfig, node: Node, key: str,

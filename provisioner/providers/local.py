@@ -126,7 +126,8 @@ class LocalProvider(Provider):
                                 "one sshd per node, no route off the bridge")]
 
     def launch(self, cluster: ClusterConfig, count: int, image: Image | None, role: str, first_index: int,
-               network: Network | None = None, near: Node | None = None, root_gib: int | None = None) -> list[Node]:
+               network: Network | None = None, near: Node | None = None, root_gib: int | None = None,
+               base: str | None = None) -> list[Node]:
         names = [f"node{first_index + i}" for i in range(count)]
         with self._host_lock():
             ips = net.allocate_ips(cluster.local.subnet, count)

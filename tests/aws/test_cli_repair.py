@@ -4,6 +4,7 @@ strictly, so a replacement whose new key was not pinned would fail here."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from aws_helpers import live_state, nothing_left, own_images
 from recording_shell import MESH_MARK
@@ -85,3 +86,27 @@ def test_a_replacement_that_cannot_launch_says_so_and_leaves_nothing_new(xc, ec2
     aws.faults.clear()
     assert xc("down", "--name", "t1").code == 0
     assert nothing_left(live_state(ec2, "t1"))
+
+
+def test_the_agent_replaces_a_node_while_the_image_bakes_without_asking_ssm(xc, ec2, aws, shell):
+    """Right after a parallel `up` the image is still being baked, so a replacement starts from the base
+    image. The run agent does that with the master's role, which may not read SSM: the base image id
+    travels in the state `up` wrote."""
+    from provisioner.commands.repair import repair
+    from provisioner.config import load_config
+    from provisioner.context import make_context
+    from provisioner.state import StateDir
+
+    Path("cluster.yaml").write_text("image_strategy: parallel\n")
+    assert xc("up", "--name", "t1", "--nodes", "2").code == 0
+    record = StateDir("t1").load()
+    assert record.image.image is None and record.image.background and record.image.base
+    nodes, _ = by_name(xc)
+    spot_interrupt(nodes["node1"]["id"])
+    aws.fail("GetParameter", "AccessDeniedException", times=99)  # as the master's role is answered
+    asked = aws.ops("ssm").count("GetParameter")
+    ctx = make_context(load_config(None, record.config), xc.provider_factory, shell.factory)
+    repair(ctx, record, ctx.shell(), [record.node("node1")], len(record.nodes))
+    replacement = next(i for i in cluster_instances(ec2) if i["InstanceId"] == record.node("node1").id)
+    assert replacement["ImageId"] == record.image.base
+    assert aws.ops("ssm").count("GetParameter") == asked
