@@ -1,16 +1,27 @@
-"""The ssh config, known_hosts and MPI hostfile, for the user's machine and for the master."""
+"""The ssh config, known_hosts and MPI hostfile, for the user's machine and for the master.
+
+Every node's name, address and key is checked before it is written (untrusted.py): a value that
+could add a line (a newline in an address) is refused, never escaped.
+"""
 from __future__ import annotations
 
 from pathlib import Path
 
+from . import untrusted
 from .providers.base import Node
 from .remote_layout import KNOWN_HOSTS, MASTER_KEY, home_relative
+
+SOURCE = "the cluster's node record"
+
+
+def _checked(nodes: list[Node]) -> list[Node]:
+    return [untrusted.node(node, SOURCE) for node in nodes]
 
 
 def user_ssh_config(nodes: list[Node], user: str, key: Path, known_hosts: Path) -> str:
     """Used by `xeoncluster ssh` from the user's shell: every node by name, strictly pinned."""
     blocks = [
-        f"Host {node.name}\n  HostName {node.ssh_host}\n" for node in nodes
+        f"Host {node.name}\n  HostName {node.ssh_host}\n" for node in _checked(nodes)
     ]
     common = (
         f"Host {' '.join(n.name for n in nodes)}\n"
@@ -27,7 +38,7 @@ def user_ssh_config(nodes: list[Node], user: str, key: Path, known_hosts: Path) 
 
 def master_ssh_config(nodes: list[Node], user: str) -> str:
     """On the master, nodes are reached by name over their private addresses (MPI uses this)."""
-    blocks = [f"Host {node.name}\n  HostName {node.private_ip}\n" for node in nodes]
+    blocks = [f"Host {node.name}\n  HostName {_private(node)}\n" for node in _checked(nodes)]
     common = (
         f"Host {' '.join(n.name for n in nodes)}\n"
         f"  User {user}\n"
@@ -40,10 +51,16 @@ def master_ssh_config(nodes: list[Node], user: str) -> str:
     return "".join(blocks) + common
 
 
+def _private(node: Node) -> str:
+    return untrusted.address(node.private_ip, SOURCE, f"{node.name}'s private address")
+
+
 def known_hosts(entries: list[tuple[Node, str]], address: str = "ssh_host") -> str:
     lines = []
     for node, key in entries:
-        hosts = [node.name, getattr(node, address)]
+        untrusted.node(node, SOURCE)
+        untrusted.host_key(key, f"{node.name}'s host key record")
+        hosts = [node.name, untrusted.address(getattr(node, address), SOURCE, f"{node.name}'s address")]
         if node.private_ip and node.private_ip not in hosts:
             hosts.append(node.private_ip)
         lines.append(f"{','.join(hosts)} {key}")
@@ -52,5 +69,5 @@ def known_hosts(entries: list[tuple[Node, str]], address: str = "ssh_host") -> s
 
 def hostfile(nodes: list[Node]) -> str:
     """Intel MPI's -f file: the master first, so rank 0 lands on it."""
-    ordered = sorted(nodes, key=lambda n: (n.role != "master", int(n.name[4:]) if n.name[4:].isdigit() else 0))
+    ordered = sorted(_checked(nodes), key=lambda n: (n.role != "master", int(n.name[4:])))
     return "".join(f"{node.name}\n" for node in ordered)

@@ -70,7 +70,7 @@ class StorageSettings(_Strict):
 
 
 def _storage_url(value: str) -> str:
-    if value == "auto" or re.match(r"^(s3://[^/\s]+(/\S*)?|/\S*|file:///\S*)$", value):
+    if value == "auto" or re.fullmatch(r"s3://[^/\s]+(/\S*)?|/\S*|file:///\S*", value):
         return value.rstrip("/") if value not in ("/", "file:///") else value
     raise ValueError("must be auto, s3://BUCKET/PREFIX or an absolute folder")
 
@@ -112,7 +112,7 @@ class AptSettings(_Strict):
 
 
 def _http_url(value: str) -> str:
-    if not re.match(r"^https?://[^\s/]+(/\S*)?$", value):
+    if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", value):
         raise ValueError(f"'{value}' is not an http(s) URL")
     return value
 

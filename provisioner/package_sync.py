@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import shlex
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from pathlib import Path
 from .errors import ConfigError, RemoteError
 from .providers.base import Node
 from .remote import NodeShell
+from .remote_command import in_turn, quietly, remote_command, written_to
 from .remote_layout import PACKAGE_ROOT
 
 
@@ -57,18 +57,20 @@ def sync_tree(shell: NodeShell, nodes: list[Node], root: Path, files: list[Path]
     digest = tree_digest(root, files)
     target = f"{PACKAGE_ROOT}/{name}"
     marker = f"{target}/.xeoncluster-digest"
-    checks = shell.run(nodes, f"cat {shlex.quote(marker)} 2>/dev/null || true")
+    checks = shell.run(nodes, quietly(remote_command("cat", marker)))
     stale = [n for n in nodes if checks[n.name].stdout.strip() != digest]
     if stale:
         payload = build_tarball(root, files, name)
+        archive = f"{PACKAGE_ROOT}-{digest}.tar.gz"
         with tempfile.NamedTemporaryFile(suffix=".tar.gz") as handle:
             handle.write(payload)
             handle.flush()
             for node in stale:
-                shell.put(node, Path(handle.name), f"{PACKAGE_ROOT}-{digest}.tar.gz")
-        unpack = (f"set -e; rm -rf {shlex.quote(target)}; mkdir -p {PACKAGE_ROOT}; "
-                  f"tar -C {PACKAGE_ROOT} -xzf {PACKAGE_ROOT}-{digest}.tar.gz; rm -f {PACKAGE_ROOT}-{digest}.tar.gz; "
-                  f"mkdir -p {shlex.quote(target)}; echo {digest} > {shlex.quote(marker)}")
+                shell.put(node, Path(handle.name), archive)
+        unpack = in_turn("set -e", remote_command("rm", "-rf", target), remote_command("mkdir", "-p", PACKAGE_ROOT),
+                         remote_command("tar", "-C", PACKAGE_ROOT, "-xzf", archive),
+                         remote_command("rm", "-f", archive), remote_command("mkdir", "-p", target),
+                         written_to(remote_command("echo", digest), marker))
         results = shell.run(stale, unpack)
         failed = [r for r in results.values() if not r.ok]
         if failed:
@@ -77,7 +79,8 @@ def sync_tree(shell: NodeShell, nodes: list[Node], root: Path, files: list[Path]
 
 
 def sync_data_file(shell: NodeShell, nodes: list[Node], local: Path) -> str:
-    """Copy one local data file to the same path on every node; returns that path (relative to home)."""
+    """Copy one local data file to the same path on every node; returns that path (relative to home),
+    which holds the file's own name as it is: a value, to be quoted (remote_command) wherever it is used."""
     if not local.is_file():
         raise ConfigError(f"data file {local} does not exist", hint="pass an existing --train-file/--eval-file")
     digest = tree_digest(local.parent, [local])

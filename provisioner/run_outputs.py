@@ -13,7 +13,7 @@ def is_output(name: str) -> bool:
     return not name.startswith("checkpoint-") and not name.startswith("tmp-checkpoint-") and name not in INTERNAL
 
 
-def tar_excludes() -> str:
-    """GNU tar options that leave everything but the output out of `tar -C RUN_DIR ... .`."""
+def tar_excludes() -> tuple[str, ...]:
+    """GNU tar options (argv words) that leave everything but the output out of `tar -C RUN_DIR ... .`."""
     patterns = ["./checkpoint-*", "./tmp-checkpoint-*", *(f"./{name}" for name in INTERNAL)]
-    return "--anchored " + " ".join(f"--exclude='{p}'" for p in patterns)
+    return ("--anchored", *(f"--exclude={p}" for p in patterns))

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 SCRIPT_TASK = "script"
 SCRIPT_LABELS = ("script:", "module:")  # how a script's runs are recorded (RunRecord.task)
-MODULE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 OUTPUT = "{output}"  # in ARGS: the run's output folder on every node (XC_OUTPUT_DIR)
 DATA = "{data}"      # in ARGS: the folder holding the --data files on every node (XC_DATA_DIR)
 # What the built-in tasks alone take: a script brings its own model, data and arguments.
@@ -55,7 +55,7 @@ def check_script_request(request: TrainRequest) -> Workdir:
                           hint="pass data files with --data FILE and the script's own options after `--`")
     if (request.script is None) == (request.module is None):
         raise ConfigError("give a script PATH.py or -m MODULE, not both", hint="e.g. xeoncluster train train.py")
-    if request.module is not None and not MODULE_NAME.match(request.module):
+    if request.module is not None and not MODULE_NAME.fullmatch(request.module):
         raise ConfigError(f"-m {request.module!r} is not a module name", hint="e.g. -m mypackage.train")
     workdir = workdir_of(request).resolve()
     if request.script is not None:
@@ -66,7 +66,7 @@ def check_script_request(request: TrainRequest) -> Workdir:
     names = [p.name for p in request.data]
     if len(set(names)) != len(names):
         raise ConfigError("--data names two files of the same name; they would land in one place on the nodes")
-    return scan(workdir, request.excludes)
+    return scan(workdir, request.excludes, request.include_secrets)
 
 
 def _check_script(script: Path, workdir: Path) -> None:
@@ -129,6 +129,8 @@ def resume_args(request: TrainRequest) -> list[str]:
         args += ["--data", str(path)]
     for pattern in request.excludes:
         args += ["--exclude", pattern]
+    for pattern in request.include_secrets:
+        args += ["--include-secret", pattern]
     return args
 
 

@@ -43,6 +43,7 @@ class TrainRequest:
     demo: bool = False
     run: str | None = None
     resume: bool = False
+    resume_from: str | None = None  # --resume-from CLUSTER/RUN: the other cluster whose stored run may be taken
     ppn: int | None = None
     threads: int | None = None
     env: tuple[tuple[str, str], ...] = ()
@@ -57,6 +58,7 @@ class TrainRequest:
     workdir: Path | None = None   # the folder the script runs in (default: the script's own)
     data: tuple[Path, ...] = ()   # --data: files every node gets, in XC_DATA_DIR
     excludes: tuple[str, ...] = ()  # --exclude: workdir paths left out
+    include_secrets: tuple[str, ...] = ()  # --include-secret: secret-looking workdir paths sent anyway
 
     @property
     def is_script(self) -> bool:
@@ -107,12 +109,12 @@ def parse_env(pairs: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     return tuple(result)
 
 
-RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 def check_run_name(run: str | None) -> None:
     """A run name becomes a folder here and on every node: no path separators, no `..`."""
-    if run is not None and not RUN_NAME.match(run):
+    if run is not None and not RUN_NAME.fullmatch(run):
         raise ConfigError(f"--run {run!r}: a run name is 1-64 letters, digits, '.', '_' or '-', starting with a "
                           "letter or digit", hint="e.g. --run squad-lr5e-5")
 

@@ -7,6 +7,7 @@
 #   aws-standin.sh config                              path of a cluster.yaml for the stand-in
 #   aws-standin.sh interrupt INSTANCE_ID [SECONDS]     spot interruption
 #   aws-standin.sh faults [KEY=VALUE ...]              show/set fault and latency knobs
+#   aws-standin.sh user NAME POLICY_JSON [BOUNDARY_JSON]  IAM user with exactly that policy; prints its keys
 #   aws-standin.sh status | stop
 set -eu
 # -P: a `standin` folder in the current directory (another checkout) must not shadow the installed package.

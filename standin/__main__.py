@@ -1,4 +1,4 @@
-"""python -m standin start|stop|run|config|status|interrupt|rebalance|faults (and `daemon`, internal)."""
+"""python -m standin start|stop|run|config|status|interrupt|rebalance|faults|user (and `daemon`, internal)."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +8,7 @@ from typing import Any
 
 from . import lifecycle
 from .faults import Faults, parse_assignment
+from .iam_users import BOUNDARY_NAME, UserKeys, admin_iam, make_user, read_document
 from .paths import Paths
 
 
@@ -29,6 +30,12 @@ def parser() -> argparse.ArgumentParser:
     rebalance.add_argument("instance_id")
     faults = sub.add_parser("faults", help="show or set fault knobs: KEY=VALUE ... (VALUE as JSON)")
     faults.add_argument("assignments", nargs="*")
+    user = sub.add_parser("user", help="make IAM user NAME holding exactly the policy in POLICY_JSON (and the "
+                                       "boundary policy from BOUNDARY_JSON); print its keys as env lines")
+    user.add_argument("name")
+    user.add_argument("policy", metavar="POLICY_JSON")
+    user.add_argument("boundary", metavar="BOUNDARY_JSON", nargs="?")
+    user.add_argument("--boundary-name", default=BOUNDARY_NAME, help=f"default: {BOUNDARY_NAME}")
     sub.add_parser("daemon", help=argparse.SUPPRESS)
     return p
 
@@ -58,7 +65,20 @@ def main(argv: list[str] | None = None) -> int:
         _print(lifecycle.rebalance(paths, args.instance_id))
     elif args.command == "faults":
         _print(lifecycle.set_faults(paths, dict(parse_assignment(a) for a in args.assignments)).__dict__)
+    elif args.command == "user":
+        sys.stdout.write(_user(paths, args).env_lines())
     return 0
+
+
+def _user(paths: Paths, args: argparse.Namespace) -> UserKeys:
+    """As the admin, through moto's endpoint in the stand-in's namespace (moto runs in the daemon)."""
+    policy = read_document(args.policy)
+    boundary = read_document(args.boundary) if args.boundary else None
+    state = lifecycle.read_state(paths)
+    if state is None:
+        raise SystemExit("the stand-in is not running: scripts/aws-standin.sh start")
+    return lifecycle.in_namespace(paths, lambda: make_user(admin_iam(state["moto_url"]), args.name, policy,
+                                                          boundary, args.boundary_name))
 
 
 def _initial_faults(args: argparse.Namespace) -> Faults:

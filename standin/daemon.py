@@ -77,10 +77,11 @@ def main(paths: Paths) -> None:
         images.register(name, (Path(plan.base_tree),))
     fleet = Fleet(plan.network, paths.instances, images, faults.read, MotoState(), log,
                   f"http://{plan.gateway}:{MIRROR_PORT}/")
-    Hooks(fleet, faults.read).install()
+    hooks = Hooks(fleet, faults.read)
+    hooks.install()
     seed_ubuntu_parameter(plan.base_ami)
     seed_default_vpc_internet_route()
-    moto, gate = serve_moto(MOTO_PORT)
+    moto, gate = serve_moto(MOTO_PORT, hooks.placement)
     threading.Thread(target=fleet.watch, daemon=True).start()
     resolver = serve_dns(plan.network.dns, plan.network.vpc_cidr)
     sessions = RoleSessions()
@@ -104,17 +105,19 @@ def main(paths: Paths) -> None:
     log(f"stopped in {time.monotonic() - started:.1f} s")
 
 
-def serve_moto(port: int) -> tuple[Any, Any]:
+def serve_moto(port: int, placement: Any = None) -> tuple[Any, Any]:
     """moto's server on every address of the namespace: the CLI reaches it on loopback, instances on
-    the bridge's address (their AWS_ENDPOINT_URL). Calls with an instance role's credentials pass
-    the IAM gate, which evaluates the role's policy as EC2 and S3 would."""
+    the bridge's address (their AWS_ENDPOINT_URL). Calls with an instance role's credentials or an
+    IAM user's key pass the IAM gate, which evaluates their policies and boundary as AWS would."""
     from moto.server import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
 
     from .iam_gate import IamGate
-    from .moto_iam import caller, ec2_tags
+    from .moto_iam import caller
+    from .moto_lookup import MotoLookup
 
-    gate = IamGate(DomainDispatcherApplication(create_backend_app), caller, ec2_tags)
+    gate = IamGate(DomainDispatcherApplication(create_backend_app), caller,
+                   lambda region: MotoLookup(region, placement))
     server = make_server("0.0.0.0", port, gate, threaded=True)
     threading.Thread(target=server.serve_forever, name="moto", daemon=True).start()
     return server, gate

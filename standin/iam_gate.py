@@ -1,44 +1,53 @@
-"""A WSGI layer in front of moto that authorizes calls made with an instance role's credentials.
+"""A WSGI layer in front of moto that authorizes calls made by an IAM identity: a role's session (the
+master's credentials from IMDS) or an IAM user's access key.
 
-Calls signed with any other key (the user's own, as in every moto test) pass through untouched.
-A call made with a role session's key is answered the way EC2 and S3 answer it: each resource it
-touches must be allowed by the role's policies, conditions included, or it fails with
-UnauthorizedOperation (EC2) or AccessDenied (S3, IAM, STS) and moto never sees it.
+Calls signed with any other key (the admin's `testing` key, as in every moto test) pass through
+untouched. A call made by an identity is answered the way AWS answers it: each resource it touches
+must be allowed by the identity's policies and by its permissions boundary, conditions included, and
+no statement of either may deny it; otherwise it fails with UnauthorizedOperation (EC2) or
+AccessDenied (S3, IAM, STS, SSM...) and moto never sees it.
 """
 from __future__ import annotations
 
 import io
+import json
 import re
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from xml.sax.saxutils import escape
 
-from .iam_policy import Question, allowed
-from .iam_requests import TagsOf, ec2_questions, query_params, s3_questions
-from .moto_iam import ACCOUNT, Caller
+from .ec2_errors import ACCOUNT
+from .iam_lookup import Lookup
+from .iam_policy import Question, refusal
+from .iam_requests import Request, questions
+from .moto_iam import Caller
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 _CREDENTIAL = re.compile(r"Credential=([^/,\s]+)/\d{8}/([^/]+)/([^/]+)/aws4_request")
 # Every identity may ask who it is; AWS authorizes no policy for it.
 ALWAYS_ALLOWED = {"sts:GetCallerIdentity"}
+# Access keys IAM and STS issue; one that belongs to nobody (deleted, or its session's role gone) is
+# refused, as AWS refuses it. Any other key (the admin's `testing`) passes as in moto.
+ISSUED_KEY = re.compile(r"(AKIA|ASIA)[A-Z0-9]{12,}")
 
 
 @dataclass(frozen=True)
 class Verdict:
-    caller: Caller
-    denied: Question | None
+    action: str                     # what the call was asked as (its first question), or what was refused
+    denied: Question | None = None
+    why: str | None = None          # in the words of AWS's AccessDenied message
 
 
 class IamGate:
     def __init__(self, app: WsgiApp, find_caller: Callable[[str], Caller | None],
-                 tags_of: Callable[[str, str], dict[str, str]]) -> None:
+                 lookup_for: Callable[[str], Lookup]) -> None:
         self.app = app
         self.find_caller = find_caller
-        self.tags_of = tags_of
-        # What role sessions asked, by "ROLE ACTION": allowed, and denied. `status` shows them.
+        self.lookup_for = lookup_for  # by region
+        # What identities asked, by "NAME ACTION": allowed, and denied. `status` shows them.
         self.allowed: Counter[str] = Counter()
         self.denied: Counter[str] = Counter()
 
@@ -46,31 +55,41 @@ class IamGate:
         match = _CREDENTIAL.search(environ.get("HTTP_AUTHORIZATION", ""))
         caller = self.find_caller(match.group(1)) if match else None
         if match is None or caller is None:
+            if match is not None and ISSUED_KEY.fullmatch(match.group(1)):
+                return _unknown_key(start_response, match.group(3))
             return self.app(environ, start_response)
-        region, service = match.group(2), match.group(3)
-        questions = self._questions(environ, service, region)
-        denied = next((q for q in questions if q.action not in ALWAYS_ALLOWED
-                       and not allowed(caller.policies, q)), None)
-        role = caller.arn.split("/")[1] if "/" in caller.arn else caller.arn
-        action = questions[0].action if questions else f"{service}:?"
-        if denied is None:
-            self.allowed[f"{role} {action}"] += 1
+        request = _request(environ, service=match.group(3), region=match.group(2))
+        verdict = self.judge(caller, request)
+        if verdict.denied is None:
+            self.allowed[f"{caller.name} {verdict.action}"] += 1
             return self.app(environ, start_response)
-        self.denied[f"{role} {action}"] += 1
-        return _refuse(start_response, service, caller, denied)
+        self.denied[f"{caller.name} {verdict.action}"] += 1
+        return _refuse(start_response, request, caller, verdict)
 
-    def _questions(self, environ: dict[str, Any], service: str, region: str) -> list[Question]:
-        method, query = environ.get("REQUEST_METHOD", "GET"), environ.get("QUERY_STRING", "")
-        if service == "s3":
-            body = _read_body(environ) if method == "POST" else b""
-            headers = {k[5:].replace("_", "-").lower(): v for k, v in environ.items() if k.startswith("HTTP_")}
-            return s3_questions(method, environ.get("PATH_INFO", "/"), query, headers, body)
-        params = query_params(_read_body(environ), query)
-        action = params.get("Action", "")
-        if service == "ec2":
-            tags: TagsOf = lambda resource_id: self.tags_of(region, resource_id)  # noqa: E731 - bound to this call's region
-            return ec2_questions(action, params, region, ACCOUNT, tags)
-        return [Question(f"{service}:{action}", "*")]
+    def judge(self, caller: Caller, request: Request) -> Verdict:
+        asked = self._questions(caller, request)
+        for question in asked:
+            if question.action in ALWAYS_ALLOWED:
+                continue
+            why = refusal(caller.policies, caller.boundary, question)
+            if why is not None:
+                return Verdict(question.action, question, why)
+        return Verdict(asked[0].action if asked else f"{request.service}:?")
+
+    def _questions(self, caller: Caller, request: Request) -> list[Question]:
+        asked = questions(request, ACCOUNT, self.lookup_for(request.region), caller.principal or caller.arn)
+        common = {"aws:PrincipalArn": [caller.principal or caller.arn], "aws:PrincipalAccount": [ACCOUNT],
+                  "aws:RequestedRegion": [request.region]}
+        return [replace(q, context={**common, **q.context}) for q in asked]
+
+
+def _request(environ: dict[str, Any], service: str, region: str) -> Request:
+    method = environ.get("REQUEST_METHOD", "GET")
+    headers = {k[5:].replace("_", "-").lower(): v for k, v in environ.items() if k.startswith("HTTP_")}
+    # S3 bodies are objects: only a POST (DeleteObjects) says what it is about in its body.
+    body = _read_body(environ) if service != "s3" or method == "POST" else b""
+    return Request(service, region, method, environ.get("PATH_INFO", "/"), environ.get("QUERY_STRING", ""),
+                   headers, body)
 
 
 def _read_body(environ: dict[str, Any]) -> bytes:
@@ -81,19 +100,37 @@ def _read_body(environ: dict[str, Any]) -> bytes:
     return body
 
 
-def _refuse(start_response: Callable[..., Any], service: str, caller: Caller, denied: Question) -> Iterable[bytes]:
+def _unknown_key(start_response: Callable[..., Any], service: str) -> Iterable[bytes]:
+    code = "AuthFailure" if service == "ec2" else "InvalidClientTokenId"
+    message = "The security token included in the request is invalid."
+    body = (f"<Response><Errors><Error><Code>{code}</Code><Message>{message}</Message></Error></Errors></Response>"
+            if service == "ec2" else f"<ErrorResponse><Error><Type>Sender</Type><Code>{code}</Code>"
+                                     f"<Message>{message}</Message></Error></ErrorResponse>")
+    data = body.encode()
+    start_response("403 Forbidden", [("Content-Type", "text/xml"), ("Content-Length", str(len(data)))])
+    return [data]
+
+
+def _refuse(start_response: Callable[..., Any], request: Request, caller: Caller,
+            verdict: Verdict) -> Iterable[bytes]:
+    denied = verdict.denied or Question(verdict.action, "*")
     message = (f"User: {caller.arn} is not authorized to perform: {denied.action} on resource: {denied.resource} "
-               f"because no identity-based policy allows the {denied.action} action")
+               f"{verdict.why}")
     request_id = str(uuid.uuid4())
-    if service == "ec2":
+    content_type, body = "text/xml", ""
+    if "x-amz-target" in request.headers:
+        content_type = "application/x-amz-json-1.1"
+        body = json.dumps({"__type": "AccessDeniedException", "message": message})
+    elif request.service == "ec2":
         body = (f"<Response><Errors><Error><Code>UnauthorizedOperation</Code><Message>{escape(message)}</Message>"
                 f"</Error></Errors><RequestID>{request_id}</RequestID></Response>")
-    elif service == "s3":
+    elif request.service == "s3":
         body = (f"<Error><Code>AccessDenied</Code><Message>{escape(message)}</Message>"
                 f"<RequestId>{request_id}</RequestId></Error>")
     else:
         body = (f"<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code><Message>{escape(message)}"
                 f"</Message></Error><RequestId>{request_id}</RequestId></ErrorResponse>")
-    data = ('<?xml version="1.0" encoding="UTF-8"?>' + body).encode()
-    start_response("403 Forbidden", [("Content-Type", "text/xml"), ("Content-Length", str(len(data)))])
+    data = (body if content_type != "text/xml" else '<?xml version="1.0" encoding="UTF-8"?>' + body).encode()
+    start_response("403 Forbidden", [("Content-Type", content_type), ("Content-Length", str(len(data))),
+                                     ("x-amzn-RequestId", request_id)])
     return [data]

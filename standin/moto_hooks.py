@@ -1,6 +1,7 @@
 """Everything the stand-in adds to moto 5.2, in one place: the base AMI and the Ubuntu SSM
 parameter, placement groups, GetConsoleOutput from the real console, the data-plane hooks on
-RunInstances/TerminateInstances/CreateImage/DeregisterImage, and the fault knobs' errors.
+RunInstances/TerminateInstances/CreateImage/DeregisterImage, the fault knobs' errors, and bucket
+policies with a TLS-only statement evaluated as S3 does (moto_s3_policy.py).
 
 moto is patched at class level (its backends are created on first use); all of the stand-in's
 own state lives in the Fleet and PlacementGroups objects that the patches close over."""
@@ -15,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
+from . import moto_s3_policy
 from .ec2_errors import ACCOUNT
 from .ec2_errors import ec2_error as _error
 from .faults import Faults
@@ -135,6 +137,7 @@ class Hooks:
         self._patch_images()
         self._patch_snapshot_progress()
         self._patch_security_groups()
+        moto_s3_policy.patch()  # the run bucket's TLS-only policy, which moto would apply to every request
 
     def _patch_responses(self) -> None:
         from moto.core.responses import ActionResult

@@ -1,5 +1,6 @@
 """What the stand-in's IAM needs from moto: an instance's role, session credentials for it (served by
-IMDS), which role a session's access key belongs to and its policies, and the tags of EC2 resources.
+IMDS), and who an access key belongs to (a role's session, or an IAM user) with its policies and
+permissions boundary.
 
 All lookups read moto's in-process backends (the daemon runs moto in the same process)."""
 from __future__ import annotations
@@ -10,7 +11,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-ACCOUNT = "123456789012"
+from .ec2_errors import ACCOUNT
+
 PARTITION = "aws"
 SESSION_SECONDS = 3600
 # IMDS hands out fresh credentials this long before the old ones expire, as EC2 does (about 5 minutes).
@@ -19,8 +21,15 @@ RENEW_BEFORE = timedelta(minutes=5)
 
 @dataclass(frozen=True)
 class Caller:
-    arn: str                          # arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION
+    arn: str                          # arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION, or a user's ARN
     policies: tuple[dict[str, Any], ...]
+    principal: str = ""               # the role's or user's own ARN (aws:PrincipalArn)
+    boundary: tuple[dict[str, Any], ...] | None = None  # None: no permissions boundary
+
+    @property
+    def name(self) -> str:
+        """The role's or the user's name, as `status` counts their calls."""
+        return (self.principal or self.arn).rsplit("/", 1)[-1]
 
 
 @dataclass(frozen=True)
@@ -80,9 +89,15 @@ def _assume(role_arn: str, session: str, region: str) -> SessionCredentials:
 
 
 def caller(access_key_id: str) -> Caller | None:
-    """The role session an access key belongs to, with the role's policies; None for other keys
-    (the user's own credentials, which the stand-in lets do anything, as moto does)."""
+    """The role session or IAM user an access key belongs to, with its policies and boundary; None for
+    other keys (the admin's `testing` credentials, which the stand-in lets do anything, as moto does)."""
     from moto.iam.models import iam_backends
+
+    iam = iam_backends[ACCOUNT][PARTITION]
+    return _session_caller(iam, access_key_id) or _user_caller(iam, access_key_id)
+
+
+def _session_caller(iam: Any, access_key_id: str) -> Caller | None:
     from moto.sts.models import sts_backends
 
     if PARTITION not in sts_backends[ACCOUNT]:
@@ -91,15 +106,35 @@ def caller(access_key_id: str) -> Caller | None:
     if assumed is None:
         return None
     try:
-        role = iam_backends[ACCOUNT][PARTITION].get_role_by_arn(assumed.role_arn)
+        role = iam.get_role_by_arn(assumed.role_arn)
     except Exception:  # noqa: BLE001 - moto raises its own not-found types; a deleted role allows nothing
-        return Caller(assumed.arn, ())
-    return Caller(assumed.arn, _policies(role))
+        return Caller(assumed.arn, (), assumed.role_arn)
+    return Caller(assumed.arn, _policies(role), str(role.arn), _boundary(iam, role.permissions_boundary_arn))
 
 
-def _policies(role: Any) -> tuple[dict[str, Any], ...]:
-    inline = [json.loads(doc) if isinstance(doc, str) else doc for doc in role.policies.values()]
-    managed = [_document(policy) for policy in role.managed_policies.values()]
+def _user_caller(iam: Any, access_key_id: str) -> Caller | None:
+    user = iam.get_user_from_access_key_id(access_key_id)
+    if user is None:
+        return None
+    groups = [g for g in iam.groups.values() if user in g.users]
+    policies = _policies(user) + tuple(doc for group in groups for doc in _policies(group))
+    # moto keeps no permissions boundary for users (PutUserPermissionsBoundary is not implemented).
+    boundary = _boundary(iam, getattr(user, "permissions_boundary_arn", None))
+    return Caller(str(user.arn), policies, str(user.arn), boundary)
+
+
+def _boundary(iam: Any, arn: str | None) -> tuple[dict[str, Any], ...] | None:
+    """A boundary that names a policy no longer there allows nothing, rather than everything."""
+    if not arn:
+        return None
+    policy = iam.managed_policies.get(arn)
+    document = _document(policy) if policy is not None else {}
+    return (document,) if document else ()
+
+
+def _policies(entity: Any) -> tuple[dict[str, Any], ...]:
+    inline = [json.loads(doc) if isinstance(doc, str) else doc for doc in entity.policies.values()]
+    managed = [_document(policy) for policy in entity.managed_policies.values()]
     return tuple(inline + [doc for doc in managed if doc])
 
 
@@ -108,9 +143,3 @@ def _document(policy: Any) -> dict[str, Any]:
     text = version.document if version is not None else "{}"
     return json.loads(text) if isinstance(text, str) else dict(text)
 
-
-def ec2_tags(region: str, resource_id: str) -> dict[str, str]:
-    from moto.ec2.models import ec2_backends
-
-    found = ec2_backends[ACCOUNT][region].describe_tags(filters={"resource-id": [resource_id]})
-    return {tag["key"]: tag["value"] for tag in found}

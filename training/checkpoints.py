@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+_CHECKPOINT = re.compile(r"checkpoint-(\d+)")
 _STATE = "trainer_state.json"
 _WEIGHTS = "model.safetensors"
 
@@ -20,7 +20,7 @@ def last_complete_checkpoint(output_dir: Path) -> Path | None:
     candidates = [
         (int(match.group(1)), path)
         for path in output_dir.iterdir()
-        if (match := _CHECKPOINT.match(path.name)) and (path / _STATE).is_file() and (path / _WEIGHTS).is_file()
+        if (match := _CHECKPOINT.fullmatch(path.name)) and (path / _STATE).is_file() and (path / _WEIGHTS).is_file()
     ]
     return max(candidates)[1] if candidates else None
 

@@ -36,9 +36,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "watch":
             return watch_cluster(ctx)
         files = RunFiles(ctx.state.runs / args.run)
-        env = files.env.read_text() if files.env.exists() else "{}"
-        submission = Submission.from_json(files.request.read_text(), env)
-        return Supervisor(ctx, files, submission).run()
+        try:
+            env = files.env.read_text() if files.env.exists() else "{}"
+            submission = Submission.from_json(files.request.read_text(), env)
+            return Supervisor(ctx, files, submission).run()
+        finally:  # the supervisor forgets the values at the run's end; this, when it never got to run
+            files.env.unlink(missing_ok=True)
     except XeonClusterError as exc:
         print(f"agent: {exc.one_line()}", file=sys.stderr, flush=True)
         return exc.exit_code

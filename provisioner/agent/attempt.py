@@ -19,7 +19,8 @@ from ..context import CommandContext
 from ..errors import RemoteError, XeonClusterError
 from ..providers.base import Node
 from ..remote import CommandResult, NodeShell
-from ..remote_layout import PACKAGE_ROOT
+from ..remote_command import all_of, remote_command, written_to
+from ..remote_layout import RemoteLayout
 from ..script_plan import quoted_signal
 from ..train_plan import STOP_FILE, LaunchPlan
 from .node_watch import stop_command
@@ -43,15 +44,16 @@ class Attempt:
                  on_event: Callable[[RunEvent], None]) -> None:
         self.ctx, self.plan, self.files, self.on_event = ctx, plan, files, on_event
         self.master: Node = plan.nodes[0]
-        self.run_dir = f"~/{PACKAGE_ROOT}/runs/{plan.run}"
+        self.run_dir = RemoteLayout(plan.home).run_dir(plan.run)
         self._streaming: NodeShell | None = None
         self._lock = threading.Lock()
 
     def run(self, shell: NodeShell) -> Outcome:
         outcome = Outcome(-1)
         self._streaming = shell
-        command = (f"mkdir -p {self.run_dir} && rm -f {self.run_dir}/{STOP_FILE} && "
-                   f"echo $$ > {self.run_dir}/{LAUNCHER_PID} && {self.plan.exec_command()}")
+        command = all_of(remote_command("mkdir", "-p", self.run_dir),
+                         remote_command("rm", "-f", f"{self.run_dir}/{STOP_FILE}"),
+                         written_to("echo $$", f"{self.run_dir}/{LAUNCHER_PID}"), self.plan.exec_command())
         with open(self.files.log, "a") as log, open(self.files.events, "a") as events:
             log.write(f"$ {self.plan.command()}\n")
             log.flush()
@@ -83,15 +85,18 @@ class Attempt:
     def ask_to_stop(self, shell: NodeShell) -> None:
         """The ranks checkpoint at the next step boundary and stop (rank 0 polls this file). `shell` is
         not the streaming one: its connection to the master is busy."""
-        result = shell.run([self.master], f"mkdir -p {self.run_dir} && touch {self.run_dir}/{STOP_FILE}")
+        result = shell.run([self.master], self._stop_file())
         if not result[self.master.name].ok:
             raise RemoteError(f"could not ask the ranks to stop on {self.master.name}: "
                               f"{result[self.master.name].last_line()}")
         if self.plan.signal_ranks:
             # A user's script: every rank gets SIGTERM, and its node the stop file it may poll instead.
-            shell.run([n for n in self.plan.nodes if n != self.master],
-                      f"mkdir -p {self.run_dir} && touch {self.run_dir}/{STOP_FILE}")
+            shell.run([n for n in self.plan.nodes if n != self.master], self._stop_file())
             shell.run(list(self.plan.nodes), quoted_signal(self.plan.home, self.plan.run))
+
+    def _stop_file(self) -> str:
+        return all_of(remote_command("mkdir", "-p", self.run_dir),
+                      remote_command("touch", f"{self.run_dir}/{STOP_FILE}"))
 
     def interrupt(self, shell: NodeShell, master_gone: bool = False) -> None:
         """SIGINT to mpiexec (over `shell`, not the streaming connection); with the master gone, end the

@@ -8,12 +8,14 @@ import sys
 import time
 from dataclasses import replace
 
+from .. import untrusted
 from ..context import CommandContext
 from ..errors import RemoteError, TrainingError, XeonClusterError
 from ..package_sync import package_files, sync_tree
 from ..paths import project_root
 from ..providers.base import Node
 from ..remote import NodeShell, RemoteFile
+from ..remote_command import HomePath, all_of, remote_command
 from ..state import ClusterRecord
 from .host import AGENT_HOME, APP, AgentHost, LocalHost, MasterHost
 from .record import RunRecord, RunState
@@ -51,7 +53,8 @@ def install(ctx: CommandContext, shell: NodeShell, host: AgentHost, record: Clus
     view.set_nodes([_private(n) for n in record.node_list()])
     view.config = {**record.config, "profile": None, "ssh": {**record.config.get("ssh", {}), "address": "private"}}
     folder = f"{AGENT_HOME}/clusters/{record.name}"
-    shell.run([host.master], f"mkdir -p ~/{folder}/runs && chmod 700 ~/{AGENT_HOME}")
+    shell.run([host.master], all_of(remote_command("mkdir", "-p", HomePath(f"{folder}/runs")),
+                                    remote_command("chmod", "700", HomePath(AGENT_HOME))))
     shell.put_files(host.master, [
         RemoteFile(f"{folder}/state.json", view.model_dump_json(indent=2), 0o600),
         RemoteFile(f"{folder}/known_hosts", ctx.state.known_hosts.read_text(), 0o600),
@@ -96,9 +99,11 @@ def read_record(host: AgentHost, cluster: str, run: str) -> RunRecord | None:
     if not result.ok:
         return None
     try:
-        return RunRecord.model_validate_json(result.stdout)
+        record = RunRecord.model_validate_json(result.stdout)
     except ValueError:
         return None
+    untrusted.same_run(record.run, run, f"the run record on {host.name}")
+    return record
 
 
 def list_records(host: AgentHost, cluster: str) -> list[RunRecord]:
@@ -108,9 +113,11 @@ def list_records(host: AgentHost, cluster: str) -> list[RunRecord]:
     records = []
     for chunk in result.stdout.split(RECORD_SEPARATOR):
         try:
-            records.append(RunRecord.model_validate_json(chunk))
+            record = RunRecord.model_validate_json(chunk)
         except ValueError:
             continue
+        untrusted.run_name(record.run, f"a run record on {host.name}")
+        records.append(record)
     return sorted(records, key=lambda r: r.submitted_at, reverse=True)
 
 

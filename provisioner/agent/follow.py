@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .. import untrusted
 from ..errors import TrainingError, XeonClusterError
 from .client import agent_alive, run_folder
 from .host import AgentHost
@@ -65,6 +66,7 @@ class Follower:
             if record is None:
                 gone = " any more: the cluster was removed while it ran" if self.seen else ""
                 raise TrainingError(f"no run '{self.run}' on cluster '{self.cluster}'{gone}")
+            untrusted.same_run(record.run, self.run, "the run record on the agent's host")
             self.seen = True
             if chunk.consumed == 0 and (record.state.finished or not to_the_end):
                 return record

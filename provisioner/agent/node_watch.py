@@ -14,6 +14,7 @@ from types import TracebackType
 
 from ..context import CommandContext
 from ..errors import XeonClusterError
+from ..remote_command import word
 
 POLL_SECONDS = 5.0
 
@@ -59,5 +60,5 @@ class NodeWatch:
 
 def stop_command(pid_file: str) -> str:
     """SIGINT to the job's mpiexec, which stops every rank; KILL if it lingers."""
-    return (f"pid=$(cat {pid_file} 2>/dev/null) || exit 0; kill -INT $pid 2>/dev/null || exit 0; "
+    return (f"pid=$(cat {word(pid_file)} 2>/dev/null) || exit 0; kill -INT $pid 2>/dev/null || exit 0; "
             "for i in $(seq 50); do kill -0 $pid 2>/dev/null || exit 0; sleep 0.2; done; kill -KILL $pid")

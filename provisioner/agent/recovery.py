@@ -15,6 +15,7 @@ from ..context import CommandContext
 from ..errors import TrainingError, XeonClusterError
 from ..providers.base import Node
 from ..remote import NodeShell
+from ..remote_command import all_of, remote_command
 from ..remote_layout import RemoteLayout
 from ..state import ClusterRecord
 
@@ -61,11 +62,12 @@ def restore_checkpoint(ctx: CommandContext, shell: NodeShell, nodes: list[Node],
     if best is None:
         return None
     source = next(n for n in nodes if best in held[n.name])
-    quoted = shlex.quote(run_dir)
+    pack = remote_command("tar", "-C", run_dir, "-cf", "-", f"checkpoint-{best}")
+    unpack = all_of(remote_command("mkdir", "-p", run_dir), remote_command("tar", "-C", run_dir, "-xf", "-"))
     for target in [n for n in nodes if best not in held[n.name]]:
-        # From the master, which reaches every node by name with the cluster key.
-        copy = (f"ssh {source.name} 'tar -C {quoted} -cf - checkpoint-{best}' | "
-                f"ssh {target.name} 'mkdir -p {quoted} && tar -C {quoted} -xf -'")
+        # From the master, which reaches every node by name with the cluster key; each side's command is
+        # one word to ssh, which the far shell reads.
+        copy = f"{remote_command('ssh', source.name, pack)} | {remote_command('ssh', target.name, unpack)}"
         result = shell.run([nodes[0]], copy)[nodes[0].name]
         if not result.ok:
             raise TrainingError(f"could not copy checkpoint-{best} from {source.name} to {target.name}: "

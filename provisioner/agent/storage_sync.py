@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from .. import untrusted
 from ..run_outputs import TASK_RESULTS
 from ..storage.base import MANIFEST, Storage
 from .checkpoint_source import CheckpointSource
@@ -116,10 +117,13 @@ def durable_steps(storage: Storage, run_key: str) -> list[int]:
 
 
 def download_checkpoint(storage: Storage, run_key: str, step: int, target: Path) -> Path:
-    """checkpoint-STEP, as its manifest lists it, into target/checkpoint-STEP."""
+    """checkpoint-STEP, as its manifest lists it, into target/checkpoint-STEP. The manifest may be
+    another cluster's (a resumed run): each name must be a sound key and stay in the folder."""
     prefix = f"{run_key}/checkpoints/checkpoint-{step}"
     manifest = json.loads(storage.get_text(f"{prefix}/{MANIFEST}") or "{}")
     folder = target / f"checkpoint-{step}"
-    for name in manifest.get("files", {}):
-        storage.get_file(f"{prefix}/{name}", folder / name)
+    source = f"the manifest of {prefix}"
+    paths = {name: untrusted.under(folder, untrusted.object_key(name, source)) for name in manifest.get("files", {})}
+    for name, path in paths.items():
+        storage.get_file(f"{prefix}/{name}", path)
     return folder

@@ -17,8 +17,10 @@ from ..context import CommandContext
 from ..errors import XeonClusterError
 from ..providers.base import Node
 from ..remote import NodeShell
+from ..remote_command import remote_command
+from ..remote_layout import RemoteLayout
 from ..stacks import Stack, get_stack
-from ..train_plan import LaunchPlan
+from ..train_plan import ENV_FILE, LaunchPlan
 from .attempt import Attempt, Outcome
 from .failure import failure_line
 from .node_watch import NodeWatch
@@ -68,6 +70,7 @@ class Supervisor:
             log.write(f"agent: {text}\n")
 
     def finish(self, state: RunState, exit_code: int, error: str = "") -> int:
+        self._forget_env()  # before the record says the run ended: whoever reads that finds the values gone
         self.update(state=state, exit_code=exit_code, error=error, ended_at=time.time())
         if not self.storage.finish(state):
             self.note(f"not everything of run {self.record.run} reached {self.storage.where}; see the agent's log")
@@ -75,6 +78,17 @@ class Supervisor:
         self.storage.final_record()
         self.ctx.reporter.info(f"run {self.record.run}: {state.value}" + (f": {error}" if error else ""))
         return exit_code
+
+    def _forget_env(self) -> None:
+        """--env values live as long as their run, in any state it ends: the agent's copy (which resumed
+        launches were written from) and every node's."""
+        self.files.env.unlink(missing_ok=True)
+        if not self.request.env:
+            return
+        command = remote_command("rm", "-f", f"{RemoteLayout(self.plan.home).run_dir(self.plan.run)}/{ENV_FILE}")
+        for node in self.plan.nodes:  # one at a time: a node that is gone must not spare the others
+            with contextlib.suppress(XeonClusterError):
+                self.control.run([node], command)
 
     def _storage_note(self, text: str) -> None:
         self.update(storage_error=text)

@@ -11,7 +11,14 @@ from typing import Any
 import click
 
 from ..errors import XeonClusterError
-from . import cluster_commands, export_command, runs_commands, storage_commands, train_command  # noqa: F401 - importing them registers their commands
+from . import (  # noqa: F401 - importing them registers their commands
+    cluster_commands,
+    export_command,
+    policy_command,
+    runs_commands,
+    storage_commands,
+    train_command,
+)
 from .group import cli
 
 __all__ = ["cli", "main"]

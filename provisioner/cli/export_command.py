@@ -24,6 +24,9 @@ from .train_command import script_of, task_of
               help="the folder the script runs in, baked into the job's image (default: the script's folder)")
 @click.option("--exclude", "excludes", multiple=True, metavar="GLOB",
               help="leave workdir paths matching GLOB out of the image; repeatable")
+@click.option("--include-secret", "include_secrets", multiple=True, metavar="PATH",
+              help="put this workdir path into the image although it looks like a secret (.env*, *.pem, *.key, "
+                   "id_rsa*, .aws/, .netrc, .ssh/, credentials*), which are refused otherwise; repeatable")
 @click.option("--nodes", type=int, help="nodes, one training pod each (numNodes / Worker replicas); "
                                         "default: the config's nodes")
 @click.option("--instance-type", help="EC2 instance type of the nodes, from the instance catalog: sizes the ranks, "
@@ -63,7 +66,7 @@ from .train_command import script_of, task_of
                    "node or a failure; 0 fails at once")
 @click.pass_context
 def export(ctx: click.Context, kind: str, task: str | None, module: str | None, workdir: Path | None,
-           excludes: tuple[str, ...], nodes: int | None, instance_type: str | None,
+           excludes: tuple[str, ...], include_secrets: tuple[str, ...], nodes: int | None, instance_type: str | None,
            image: str | None, dockerfile: Path | None, pvc: str, market: str | None, stack_name: str | None,
            config_path: Path | None, env_pairs: tuple[str, ...], **train: Any) -> None:
     """Print a Kubernetes manifest (YAML) that runs TASK (squad or glue), or your SCRIPT.py (or -m
@@ -88,7 +91,8 @@ def export(ctx: click.Context, kind: str, task: str | None, module: str | None, 
     stack = get_stack(stack_name or config.stack)
     request = ExportRequest(
         kind=kind, train=_train_request(task, env_pairs, pass_through(ctx),
-                                        {**train, "module": module, "workdir": workdir, "excludes": excludes}),
+                                        {**train, "module": module, "workdir": workdir, "excludes": excludes,
+                                         "include_secrets": include_secrets}),
         nodes=config.nodes if nodes is None else nodes, instance_type=instance_type or config.instance_types[0],
         image=image, pvc=pvc,
         market=market or config.market)
@@ -105,7 +109,8 @@ def _train_request(task: str | None, env_pairs: tuple[str, ...], trainer_args: t
     train_file, eval_file = (Path(options[key]) if options[key] else None for key in ("train_file", "eval_file"))
     return TrainRequest(
         task=task_of(task, options["module"]), script=script_of(task), module=options["module"],
-        workdir=options["workdir"], excludes=options["excludes"], glue_task=options["glue_task"],
+        workdir=options["workdir"], excludes=options["excludes"], include_secrets=options["include_secrets"],
+        glue_task=options["glue_task"],
         dataset=options["dataset"], model=options["model"],
         demo=options["demo"], run=options["run"], ppn=options["ppn"], threads=options["threads"],
         env=parse_env(env_pairs), trainer_args=trainer_args, offline=options["offline"], tuned=options["tune"],

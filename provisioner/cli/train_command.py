@@ -8,6 +8,7 @@ import click
 
 from .. import render, render_runs
 from ..commands import train as train_cmd
+from ..commands import train_storage
 from ..script_plan import SCRIPT_TASK
 from ..stacks import get_stack
 from ..train_plan import DEFAULT_MODEL, TASKS, LaunchPlan, TrainRequest, check_request, dry_run_plan, parse_env
@@ -26,6 +27,9 @@ from .group import CONTEXT, PassThroughCommand, cli, cluster_options, command_co
                                    "repeatable")
 @click.option("--exclude", "excludes", multiple=True, metavar="GLOB",
               help="script: leave this workdir path out (a name or a relative path; globs allowed); repeatable")
+@click.option("--include-secret", "include_secrets", multiple=True, metavar="PATH",
+              help="script: send this workdir path although it looks like a secret (.env*, *.pem, *.key, id_rsa*, "
+                   ".aws/, .netrc, .ssh/, credentials*), which are refused otherwise; repeatable")
 @click.option("--task", "glue_task", default="mrpc", show_default=True, help="GLUE task name (glue only)")
 @click.option("--demo", is_flag=True, help="offline demo: a tiny BERT and synthetic data built on the nodes")
 @click.option("--dataset", help="Hugging Face dataset name (default: squad / glue)")
@@ -35,6 +39,9 @@ from .group import CONTEXT, PassThroughCommand, cli, cluster_options, command_co
 @click.option("--model", help=f"hub id or a directory on the nodes (default {DEFAULT_MODEL})")
 @click.option("--run", help="run name (default TASK-TIMESTAMP); results go to the state folder's runs/RUN")
 @click.option("--resume", is_flag=True, help="continue the run (default: the latest) from its last checkpoint")
+@click.option("--resume-from", metavar="CLUSTER/RUN",
+              help="continue run RUN of another cluster, CLUSTER, from its newest checkpoint in storage (copied "
+                   "under this cluster's name first); implies --resume and --run RUN")
 @click.option("--ppn", type=int, help="ranks per node (default: one per socket)")
 @click.option("--threads", type=int, help="OpenMP threads per rank (default: physical cores per rank)")
 @click.option("--env", "env_pairs", multiple=True, metavar="K=V", help="extra environment for every rank; repeatable")
@@ -56,11 +63,12 @@ from .group import CONTEXT, PassThroughCommand, cli, cluster_options, command_co
 @click.option("--instance-type", help="with --dry-run and no cluster: plan for this instance type")
 @click.pass_context
 def train(ctx: click.Context, task: str | None, module: str | None, workdir: Path | None,
-          data_files: tuple[Path, ...], excludes: tuple[str, ...], glue_task: str, demo: bool,
-          dataset: str | None, train_file: Path | None, eval_file: Path | None, model: str | None, run: str | None,
-          resume: bool, ppn: int | None, threads: int | None, env_pairs: tuple[str, ...], fetch_model: Path | None,
-          offline: bool, tune: bool, max_restarts: int, dry_run: bool, nodes: int | None, instance_type: str | None,
-          storage: str | None, detach: bool, **opts: Any) -> None:
+          data_files: tuple[Path, ...], excludes: tuple[str, ...], include_secrets: tuple[str, ...], glue_task: str,
+          demo: bool, dataset: str | None, train_file: Path | None, eval_file: Path | None, model: str | None,
+          run: str | None, resume: bool, ppn: int | None, threads: int | None, env_pairs: tuple[str, ...],
+          fetch_model: Path | None, offline: bool, tune: bool, max_restarts: int, dry_run: bool, nodes: int | None,
+          instance_type: str | None, storage: str | None, detach: bool, resume_from: str | None,
+          **opts: Any) -> None:
     """Fine-tune across every node with mpirun + PyTorch DDP: a built-in TASK (squad or glue), your
     own SCRIPT.py (or -m MODULE), run unchanged as one job: plain torch.distributed, accelerate or
     the HF Trainer (see docs/scripts.md).
@@ -74,12 +82,17 @@ def train(ctx: click.Context, task: str | None, module: str | None, workdir: Pat
     (e.g. -- --learning_rate 5e-5), or to your script ({output} and {data} in them become the run's
     output folder and the --data folder on the nodes).
     """
+    source = None
+    if resume_from is not None:
+        source, run = train_storage.resume_source(resume_from, run)
+        resume = True
     request = TrainRequest(
         task=task_of(task, module), script=script_of(task), module=module, workdir=workdir, data=data_files,
-        excludes=excludes, glue_task=glue_task, dataset=dataset, train_file=train_file, eval_file=eval_file,
+        excludes=excludes, include_secrets=include_secrets, glue_task=glue_task, dataset=dataset,
+        train_file=train_file, eval_file=eval_file,
         model=model, demo=demo, run=run, resume=resume, ppn=ppn, threads=threads, env=parse_env(env_pairs),
         trainer_args=pass_through(ctx), fetch_model=fetch_model, offline=offline,
-        tuned=tune, max_restarts=max_restarts, storage=storage)
+        tuned=tune, max_restarts=max_restarts, storage=storage, resume_from=source)
     context = command_context(ctx, opts)
     config = context.config
     if dry_run and (instance_type is not None or nodes is not None):

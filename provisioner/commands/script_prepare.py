@@ -5,7 +5,6 @@ anything starts: exit 2 with one line."""
 from __future__ import annotations
 
 import hashlib
-import shlex
 from pathlib import Path
 
 from ..context import CommandContext
@@ -14,6 +13,7 @@ from ..package_sync import sync_data_file, sync_tree
 from ..packages import WHEEL_CACHE, fill_wheelhouse, pip_args
 from ..providers.base import Node
 from ..remote import NodeShell
+from ..remote_command import HomePath, all_of, remote_command
 from ..remote_layout import PACKAGE_ROOT, VENV
 from ..script_plan import check_script_request
 from ..stacks import Stack
@@ -39,10 +39,10 @@ def sync_script(ctx: CommandContext, shell: NodeShell, nodes: list[Node], reques
 
 
 def _link_data(shell: NodeShell, nodes: list[Node], request: TrainRequest) -> None:
-    inputs = f"{PACKAGE_ROOT}/inputs/{request.run}"
-    links = [f"ln -sfn ~/{sync_data_file(shell, nodes, path)} ~/{inputs}/{shlex.quote(path.name)}"
+    inputs = HomePath(f"{PACKAGE_ROOT}/inputs/{request.run}")
+    links = [remote_command("ln", "-sfn", HomePath(sync_data_file(shell, nodes, path)), inputs / path.name)
              for path in request.data]
-    results = shell.run(nodes, " && ".join([f"mkdir -p ~/{inputs}", *links]))
+    results = shell.run(nodes, all_of(remote_command("mkdir", "-p", inputs), *links))
     failed = [r for r in results.values() if not r.ok]
     if failed:
         raise RemoteError(f"could not place the --data files on {failed[0].node}: {failed[0].last_line()}")
@@ -55,14 +55,15 @@ def install_requirements(ctx: CommandContext, shell: NodeShell, nodes: list[Node
     if requirements is None:
         return
     digest = hashlib.sha256(requirements.read_bytes()).hexdigest()[:16]
-    marker = f"~/{VENV}/.xc-requirements-{digest}"
-    checks = shell.run(nodes, f"test -f {marker} && echo installed || true")
+    marker = HomePath(f"{VENV}/.xc-requirements-{digest}")
+    checks = shell.run(nodes, f"{all_of(remote_command('test', '-f', marker), 'echo installed')} || true")
     todo = [n for n in nodes if "installed" not in checks[n.name].stdout]
     if not todo:
         return
-    args = " ".join(shlex.quote(a) for a in _pip_sources(ctx, stack, requirements, digest))
-    command = (f"~/{VENV}/bin/python -m pip install --quiet --disable-pip-version-check {args} "
-               f"-r ~/{PACKAGE_ROOT}/{workdir.remote}/requirements.txt 2>&1 && touch {marker}")
+    install = remote_command(HomePath(f"{VENV}/bin/python"), "-m", "pip", "install", "--quiet",
+                             "--disable-pip-version-check", *_pip_sources(ctx, stack, requirements, digest),
+                             "-r", HomePath(f"{PACKAGE_ROOT}/{workdir.remote}/requirements.txt"))
+    command = all_of(f"{install} 2>&1", remote_command("touch", marker))
     with ctx.reporter.step(f"install requirements.txt on {', '.join(n.name for n in todo)}"):
         results = shell.run(todo, command)
     failed = [r for r in results.values() if not r.ok]
@@ -95,8 +96,8 @@ def _pip_error(output: str) -> str:
 
 
 def _check_module(shell: NodeShell, master: Node, workdir: Workdir, module: str) -> None:
-    command = (f"cd ~/{PACKAGE_ROOT}/{workdir.remote} && ~/{VENV}/bin/python -c {shlex.quote(FIND_MODULE)} "
-               f"{shlex.quote(module)}")
+    command = all_of(remote_command("cd", HomePath(f"{PACKAGE_ROOT}/{workdir.remote}")),
+                     remote_command(HomePath(f"{VENV}/bin/python"), "-c", FIND_MODULE, module))
     result = shell.run([master], command)[master.name]
     if result.exit_code == 3:
         raise ConfigError(f"-m {module}: no such module in the workdir {workdir.root} nor in the nodes' venv",

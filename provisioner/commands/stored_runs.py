@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from .. import untrusted
 from ..agent.record import RunRecord
 from ..agent.storage_sync import durable_steps
 from ..context import CommandContext
 from ..errors import ConfigError
 from ..storage.base import Storage, StorageLocation
+from ..train_plan import RUN_NAME
 from .train_results import Fetched, results_dir
 
 
@@ -34,13 +36,34 @@ def stored_runs(ctx: CommandContext, cluster: str | None = None, url: str | None
     for item in storage.objects(location.key(cluster) if cluster else location.key()):
         parts = item.key[len(location.key()):].strip("/").split("/")
         if len(parts) == 4 and parts[1] == "runs" and parts[3] == "run.json":
-            text = storage.get_text(item.key)
-            if text:
-                record = RunRecord.model_validate_json(text)
+            try:
+                record = _stored_record(storage, location, item.key, parts[0], parts[2])
+            except untrusted.Refused as exc:
+                ctx.reporter.warn(f"{exc.message}; left out")
+                continue
+            if record is not None:
                 key = location.run_key(parts[0], parts[2])
                 size = sum(o.size for o in storage.objects(key))
                 found.append(StoredRun(record, tuple(durable_steps(storage, key)), size))
     return sorted(found, key=lambda s: s.record.submitted_at, reverse=True)
+
+
+def _stored_record(storage: Storage, location: StorageLocation, key: str, cluster: str, run: str) -> RunRecord | None:
+    """The run.json kept at CLUSTER/runs/RUN/: masters write storage, so it must be that run's, of that
+    cluster, under a sound key, before its name becomes a folder or a key here."""
+    source = f"the run record {key!r} in {location.url}"
+    untrusted.object_key(key, source)
+    text = storage.get_text(key)
+    if not text:
+        return None
+    try:
+        record = RunRecord.model_validate_json(text)
+    except ValueError:
+        raise untrusted.refused(source, "a record", text[:40], "not a run record") from None
+    untrusted.same_run(record.run, run, source)
+    if record.cluster != cluster:
+        raise untrusted.refused(source, "cluster", record.cluster, f"it is kept under '{cluster}'")
+    return record
 
 
 def stored_run(ctx: CommandContext, run: str | None) -> StoredRun:
@@ -65,19 +88,27 @@ def fetch_stored_results(ctx: CommandContext, run: str) -> Fetched | None:
     location, storage = open_storage(ctx)
     base = f"{location.run_key(ctx.config.name, run)}/results"
     target = results_dir(ctx, run)
-    names = [o.key[len(base) + 1:] for o in storage.objects(base)]
-    for name in names:
-        storage.get_file(f"{base}/{name}", target / name)
-    if "metrics.json" not in names:
+    source = f"storage ({location.url})"
+    names = [untrusted.key_below(o.key, base, source) for o in storage.objects(base)]
+    paths = {name: untrusted.under(target, name) for name in names}  # every one checked before any is written
+    for name, path in paths.items():
+        storage.get_file(f"{base}/{name}", path)
+    if "metrics.json" not in paths:
         return None
-    metrics = json.loads((target / "metrics.json").read_text())
-    return Fetched(metrics, target / "metrics.json", [target / n for n in sorted(names) if n != "metrics.json"])
+    metrics = json.loads(paths["metrics.json"].read_text())
+    return Fetched(metrics, paths["metrics.json"], [paths[n] for n in sorted(paths) if n != "metrics.json"])
 
 
 def remove_stored_run(ctx: CommandContext, cluster: str, run: str) -> int:
-    """Every object of the run, in the storage it was kept in; returns how many."""
+    """Every object of the run, in the storage it was kept in; returns how many. RUN must be a run
+    name, and the name of a run the cluster keeps there, exactly: never a prefix or a path."""
+    if not RUN_NAME.fullmatch(run):
+        raise ConfigError(f"storage rm {run!r}: not a run name (1-64 letters, digits, '.', '_' or '-', starting "
+                          "with a letter or digit)", hint="`xeoncluster storage ls` lists the runs kept in storage")
     location, storage = open_storage(ctx)
-    keys = [o.key for o in storage.objects(location.run_key(cluster, run))]
+    runs = location.key(cluster, "runs")
+    kept = {o.key[len(runs) + 1:].split("/", 1)[0] for o in storage.objects(runs) if o.key.startswith(runs + "/")}
+    keys = [o.key for o in storage.objects(location.run_key(cluster, run))] if run in kept else []
     if not keys:
         raise ConfigError(f"no run '{run}' of cluster '{cluster}' in {location.url}",
                           hint="`xeoncluster storage ls` lists the runs kept there")

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .. import script_plan
+from .. import script_plan, untrusted
 from ..agent import client, watch_client
 from ..agent.follow import Follower
 from ..agent.host import AgentHost, MasterHost
@@ -28,7 +28,7 @@ from ..train_plan import LaunchPlan, TrainRequest, check_request, check_run_name
 from .stored_runs import stored_runs
 from .train_prepare import Preparer
 from .train_results import Fetched, fetch_results, results_dir
-from .train_storage import no_checkpoint, run_storage, stored_checkpoint
+from .train_storage import clusters_with_run, no_checkpoint, run_storage, stored_checkpoint
 
 
 @dataclass
@@ -88,9 +88,10 @@ def _submit(ctx: CommandContext, shell: NodeShell, host: AgentHost, record: Clus
         restore = None
         on_master = preparer.check_checkpoint(shell, plan.home, run) if preparer.request.resume else True
         if not on_master:
-            restore = stored_checkpoint(ctx, location, run)
+            restore = stored_checkpoint(ctx, location, run, preparer.request.resume_from)
             if restore is None:
-                raise no_checkpoint(run, plan.nodes[0].name, location, run_known=on_master is not None)
+                raise no_checkpoint(run, plan.nodes[0].name, location, on_master is not None,
+                                    clusters_with_run(ctx, location, run))
         preparer.send_env_file(shell, run)
         client.install(ctx, shell, host, record)
         request = _for_host(preparer.request, host, plan)
@@ -148,7 +149,7 @@ def follow(ctx: CommandContext, run: str, echo: Callable[[str], None], fetch_mod
         return TrainOutcome(record, detached=True)
     outcome = TrainOutcome(record, seconds=time.monotonic() - started)
     if record.state is RunState.SUCCEEDED:
-        outcome.fetched = _fetch(ctx, record, fetch_model)
+        outcome.fetched = _fetch(ctx, run, record, fetch_model)
     elif record.state.finished and fail:
         raise _failed(ctx, record)
     return outcome
@@ -159,14 +160,16 @@ def _connect(ctx: CommandContext) -> AgentHost:
     return client.host_for(ctx, ctx.shell(), record)
 
 
-def _fetch(ctx: CommandContext, record: RunRecord, fetch_model: Path | None) -> Fetched:
+def _fetch(ctx: CommandContext, run: str, record: RunRecord, fetch_model: Path | None) -> Fetched:
+    """Into the results folder of the run asked for: the record (the master's) must be that run's."""
+    untrusted.same_run(record.run, run, "the master's run record")
     cluster = ctx.require_up(ready=False)
     master: Node = cluster.node_list()[0]
     extra = {"restarts": [r.model_dump() for r in record.restarts], "lost_steps": record.lost_steps,
              "cost_usd": round(record.cost_usd, 6)}
     shell = ctx.shell()
     try:
-        return fetch_results(shell, master, record.run, results_dir(ctx, record.run), fetch_model, extra,
+        return fetch_results(shell, master, run, results_dir(ctx, run), fetch_model, extra,
                              everything=record.task.startswith(SCRIPT_LABELS))
     finally:
         shell.close()

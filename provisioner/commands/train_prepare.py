@@ -14,6 +14,7 @@ from ..package_sync import package_files, sync_data_file, sync_tree
 from ..paths import project_file
 from ..providers.base import Node
 from ..remote import CommandResult, NodeShell, RemoteFile
+from ..remote_command import HomePath, all_of, remote_command, word
 from ..remote_layout import PACKAGE_ROOT, VENV, RemoteLayout
 from ..stacks import Stack
 from ..topology import CpuTopology, parse_probe, probe_command
@@ -130,8 +131,9 @@ class Preparer:
         if not self.request.env:
             return
         remote_dir = f"{PACKAGE_ROOT}/runs/{run}"
-        results = shell.run(self.nodes, f"umask 077 && mkdir -p ~/{remote_dir} && : > ~/{remote_dir}/{ENV_FILE} "
-                                        f"&& chmod 600 ~/{remote_dir}/{ENV_FILE}")
+        env_file = HomePath(f"{remote_dir}/{ENV_FILE}")
+        results = shell.run(self.nodes, all_of("umask 077", remote_command("mkdir", "-p", HomePath(remote_dir)),
+                                               f": > {word(env_file)}", remote_command("chmod", "600", env_file)))
         failed = [r for r in results.values() if not r.ok]
         if failed:
             raise RemoteError(f"cannot write the --env file on {failed[0].node}: {failed[0].last_line()}")

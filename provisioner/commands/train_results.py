@@ -7,10 +7,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import untrusted
 from ..context import CommandContext
 from ..errors import RemoteError
 from ..providers.base import Node
 from ..remote import NodeShell
+from ..remote_command import all_of, quietly, remote_command
 from ..remote_layout import PACKAGE_ROOT
 from ..run_outputs import TASK_RESULTS, tar_excludes
 
@@ -18,8 +20,9 @@ OPTIONAL_RESULTS = TASK_RESULTS[1:]  # what a built-in task leaves next to metri
 
 
 def results_dir(ctx: CommandContext, run: str) -> Path:
-    """Outside the cluster's folder: `down` removes that, and results must outlive the cluster."""
-    return ctx.state.home / "results" / ctx.config.name / run
+    """Outside the cluster's folder: `down` removes that, and results must outlive the cluster. The run's
+    name may come from the master or storage: it must be a run name, and the folder stay under the root."""
+    return untrusted.under(ctx.state.home / "results", Path(ctx.config.name) / untrusted.run_name(run, "a run record"))
 
 
 @dataclass
@@ -50,7 +53,7 @@ def fetch_results(shell: NodeShell, master: Node, run: str, run_dir: Path, fetch
 def _fetch_model(shell: NodeShell, master: Node, remote_run: str, run_dir: Path, target: Path) -> Path:
     packed = f"{remote_run}/model.tar.gz"
     target.mkdir(parents=True, exist_ok=True)
-    _fetch_packed(shell, master, f"tar -C {remote_run} -czf {packed} model", packed, "the model",
+    _fetch_packed(shell, master, remote_command("tar", "-C", remote_run, "-czf", packed, "model"), packed, "the model",
                   run_dir / "model.tar.gz", target)
     return target / "model"
 
@@ -72,7 +75,8 @@ def _fetch_packed(shell: NodeShell, master: Node, pack: str, packed: str, what: 
 
 def _fetch_optional(shell: NodeShell, master: Node, remote_run: str, run_dir: Path) -> list[Path]:
     """Fetch those of OPTIONAL_RESULTS the run wrote; a missing one (no evaluation set) is no failure."""
-    listing = shell.run([master], f"cd {remote_run} && ls -1 -- {' '.join(OPTIONAL_RESULTS)} 2>/dev/null; true")
+    listing = shell.run([master], quietly(all_of(remote_command("cd", remote_run),
+                                                 remote_command("ls", "-1", "--", *OPTIONAL_RESULTS))))
     present = set(listing[master.name].stdout.split())
     fetched = []
     for name in (n for n in OPTIONAL_RESULTS if n in present):
@@ -85,7 +89,8 @@ def _fetch_outputs(shell: NodeShell, master: Node, remote_run: str, run_dir: Pat
     packed = f"{remote_run}.xc-results.tar.gz"  # beside the folder: storage may be snapshotting inside it
     # Exit 1 is GNU tar's "file changed as we read it": the agent's storage snapshot links and unlinks
     # its own files in the folder meanwhile, never the script's output.
-    pack = f"tar -C {remote_run} -czf {packed} --warning=no-file-changed {tar_excludes()} . || [ $? -eq 1 ]"
-    names = _fetch_packed(shell, master, pack, packed, "the run's output", run_dir / ".xc-results.tar.gz", run_dir)
-    shell.run([master], f"rm -f {packed}")
+    pack = remote_command("tar", "-C", remote_run, "-czf", packed, "--warning=no-file-changed", *tar_excludes(), ".")
+    names = _fetch_packed(shell, master, f"{pack} || [ $? -eq 1 ]", packed, "the run's output",
+                          run_dir / ".xc-results.tar.gz", run_dir)
+    shell.run([master], remote_command("rm", "-f", packed))
     return sorted(run_dir / name for name in names)

@@ -1,14 +1,18 @@
 """The storage side of `train`: where the run is kept, that the master's agent may write there, and
 the checkpoint a resumed run takes from storage when no node has it any more (every node lost, or a
-new cluster, even of another name)."""
+new cluster). A run of another cluster in the same storage is taken only when the user names it
+(`--resume-from CLUSTER/RUN`): clusters sharing a bucket never hand each other checkpoints unasked."""
 from __future__ import annotations
 
+import re
+
 from ..agent.storage_sync import durable_steps
+from ..config import NAME_PATTERN
 from ..context import CommandContext
 from ..errors import ConfigError
 from ..state import ClusterRecord
-from ..storage.base import Storage, StorageLocation
-from ..train_plan import TrainRequest
+from ..storage.base import MANIFEST, StorageLocation
+from ..train_plan import TrainRequest, check_run_name
 
 
 def run_storage(ctx: CommandContext, request: TrainRequest, record: ClusterRecord) -> StorageLocation:
@@ -22,38 +26,62 @@ def run_storage(ctx: CommandContext, request: TrainRequest, record: ClusterRecor
     return location
 
 
-def stored_checkpoint(ctx: CommandContext, location: StorageLocation, run: str) -> int | None:
-    """The newest durable checkpoint of `run` in storage. A run kept under another cluster's name is
-    copied under this cluster's first: the master's role reaches only this cluster's prefix."""
+def resume_source(value: str, run: str | None) -> tuple[str, str]:
+    """`--resume-from CLUSTER/RUN`: (CLUSTER, RUN), both checked; `--run`, if given, must be RUN."""
+    cluster, _, name = value.partition("/")
+    if not re.fullmatch(NAME_PATTERN, cluster) or not name:
+        raise ConfigError(f"--resume-from {value!r}: expected CLUSTER/RUN, the name of the cluster that made the run "
+                          "and the run's", hint="`xeoncluster storage ls --all` lists the runs kept in storage")
+    check_run_name(name)
+    if run is not None and run != name:
+        raise ConfigError(f"--run {run} and --resume-from {value}: the run keeps its name on this cluster",
+                          hint=f"drop --run, or use --run {name}")
+    return cluster, name
+
+
+def stored_checkpoint(ctx: CommandContext, location: StorageLocation, run: str,
+                      source: str | None = None) -> int | None:
+    """The newest durable checkpoint of `run` in this cluster's storage. Another cluster's run is taken
+    only when the user names that cluster (`source`, from --resume-from): it is copied under this
+    cluster's prefix first, the only one the master's role reaches."""
     storage = ctx.provider.open_storage(location)
     own = location.run_key(ctx.config.name, run)
     steps = durable_steps(storage, own)
-    if steps:
-        return steps[-1]
-    found = _elsewhere(storage, location, run, ctx.config.name)
-    if found is None:
+    if steps or source is None or source == ctx.config.name:
+        return steps[-1] if steps else None
+    theirs = location.run_key(source, run)
+    found = durable_steps(storage, theirs)
+    if not found:
         return None
-    key, step = found
-    ctx.reporter.info(f"checkpoint-{step} of run {run} found under {key}; copying it to this cluster's storage")
-    prefix = f"{key}/checkpoints/checkpoint-{step}"
+    step = found[-1]
+    ctx.reporter.info(f"checkpoint-{step} of run {run} of cluster {source} found under {theirs}; copying it to this "
+                      "cluster's storage")
+    prefix = f"{theirs}/checkpoints/checkpoint-{step}"
     objects = storage.objects(prefix)
-    for item in sorted(objects, key=lambda o: o.key.endswith("MANIFEST.json")):  # the manifest last
+    for item in sorted(objects, key=lambda o: o.key.endswith(MANIFEST)):  # the manifest last
         storage.copy(item.key, f"{own}/checkpoints/checkpoint-{step}/{item.key[len(prefix) + 1:]}")
     return step
 
 
-def _elsewhere(storage: Storage, location: StorageLocation, run: str, cluster: str) -> tuple[str, int] | None:
-    candidates = []
-    for item in storage.objects(location.key()):
-        parts = item.key[len(location.key()):].strip("/").split("/")
-        if len(parts) > 3 and parts[1:3] == ["runs", run] and parts[0] != cluster:
-            candidates.append(location.run_key(parts[0], run))
-    best = max(((key, steps[-1]) for key in set(candidates) if (steps := durable_steps(storage, key))),
-               key=lambda found: found[1], default=None)
-    return best
+def clusters_with_run(ctx: CommandContext, location: StorageLocation, run: str) -> tuple[str, ...]:
+    """The other clusters whose stored run `run` has a durable checkpoint (to name in a hint, never used)."""
+    storage = ctx.provider.open_storage(location)
+    root = location.key()
+    names = set()
+    for item in storage.objects(root):
+        parts = item.key[len(root):].strip("/").split("/")
+        if len(parts) > 3 and parts[1:3] == ["runs", run] and parts[0] != ctx.config.name:
+            names.add(parts[0])
+    return tuple(sorted(n for n in names if durable_steps(storage, location.run_key(n, run))))
 
 
-def no_checkpoint(run: str, master: str, location: StorageLocation, run_known: bool) -> ConfigError:
+def no_checkpoint(run: str, master: str, location: StorageLocation, run_known: bool,
+                  elsewhere: tuple[str, ...] = ()) -> ConfigError:
+    if elsewhere and not run_known:
+        return ConfigError(f"--resume: no run '{run}' on {master} (master), nor in this cluster's part of "
+                           f"{location.url}",
+                           hint=f"run {run} of cluster {elsewhere[0]} is kept there: continue it here with "
+                                f"--resume-from {elsewhere[0]}/{run}")
     if not run_known:
         return ConfigError(f"--resume: no run '{run}' on {master} (master), nor in {location.url}",
                            hint="`xeoncluster runs` lists the runs; drop --resume to start a new one")

@@ -22,8 +22,8 @@ DEFAULT_PVC = "xeoncluster-data"
 MAX_NODES = 256
 # A DNS label, short enough that the operators' pod, service and host names built from it
 # (NAME-node-0-K, NAME-worker-K) stay within Kubernetes' 63 characters.
-JOB_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?$")
-PVC_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+JOB_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,38}[a-z0-9])?")
+PVC_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 CAPACITY_TYPE = "karpenter.sh/capacity-type"
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 
@@ -91,14 +91,14 @@ def check_export(request: ExportRequest, stack: Stack) -> None:
         raise ConfigError(f"--nodes must be between 1 and {MAX_NODES} (got {request.nodes})")
     if request.market not in MARKETS:
         raise ConfigError(f"--market {request.market!r}: choose one of {', '.join(MARKETS)}")
-    if not PVC_NAME.match(request.pvc):
+    if not PVC_NAME.fullmatch(request.pvc):
         raise ConfigError(f"--pvc {request.pvc!r}: a PersistentVolumeClaim name is lowercase letters, digits, "
                           "'-' and '.'", hint=f"e.g. --pvc {DEFAULT_PVC}")
     if request.image is not None and (not request.image or any(c.isspace() for c in request.image)):
         raise ConfigError(f"--image {request.image!r}: expected an image reference such as "
                           "registry.example.com/xeoncluster:stock")
     check_request(request.train, stack)
-    if request.train.run is not None and not JOB_NAME.match(request.train.run):
+    if request.train.run is not None and not JOB_NAME.fullmatch(request.train.run):
         raise ConfigError(f"--run {request.train.run!r}: the job is named after the run, so it must be 1-40 "
                           "lowercase letters, digits or '-', starting and ending with a letter or digit",
                           hint="e.g. --run squad-lr5e-5")

@@ -121,7 +121,8 @@ class AwsProvider(Provider):
             prefix = (storage.bucket, storage.cluster_key(cluster.name)) if storage and storage.bucket else None
             scope = aws_role.RoleScope(
                 cluster.name, self.region, self.account_id(), str(network.security_group_id),
-                tuple(network.subnets.values()), self._base_image_id(cluster), image_key, prefix)
+                tuple(network.subnets.values()), self._base_image_id(cluster), image_key, prefix,
+                tuple(cluster.instance_types))
             result = aws_role.ensure_master_role(self.clients.client("iam"), scope)
         self.events(f"role {result.name} for the master's run agent: {'created' if result.created else 'updated'}")
         return [result.name] if result.created else []
@@ -134,13 +135,17 @@ class AwsProvider(Provider):
     def storage_location(self, cluster: ClusterConfig, url: str, default_folder: Path,
                          create: bool) -> StorageLocation:
         """`auto`: the account's bucket for this region (made once, locked down); `s3://BUCKET/PREFIX`:
-        used as it is, once checked. A folder is refused: the agent on the master could not reach it."""
-        account = self.account_id() if url == "auto" else ""
+        used as it is, once checked. A folder is refused: the agent on the master could not reach it. The
+        bucket must be the caller's account's, which the location then carries (ExpectedBucketOwner)."""
+        account = self.account_id()
         with translated(f"preparing the run storage {url}"):
-            return aws_storage.resolve(self.clients.client("s3"), url, account, self.region, create)
+            return aws_storage.resolve(self.clients.client("s3"), url, account, self.region, create, self.events)
 
     def open_storage(self, location: StorageLocation) -> Storage:
-        return aws_storage.S3Storage(self.clients.client("s3"), location)
+        """A location recorded before it carried its owner is the caller's account's (a master's role is
+        in the same account as the user who made it)."""
+        owner = location.owner or self.account_id()
+        return aws_storage.S3Storage(self.clients.client("s3"), replace(location, owner=owner))
 
     def account_id(self) -> str:
         with translated("reading the AWS identity"):

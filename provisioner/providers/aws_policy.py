@@ -1,13 +1,28 @@
-"""The IAM permissions the AWS provider needs: exactly the API actions it calls.
+"""The user's IAM policy: exactly the API actions the AWS provider calls, each scoped as tightly as
+AWS allows, with no path to admin.
 
-tests/aws/test_iam_policy.py checks this list against the provider's source and against every call
-a full CLI lifecycle makes, and that docs/aws.md shows the same JSON.
+Every mutating EC2 call needs the cluster tag on what it creates or acts on; the IAM actions create
+`xeoncluster-*` roles only with the permissions boundary (aws_boundary.py) and may never remove or
+change it; S3 reaches only the account's own `xeoncluster-*` buckets. tests/aws/test_iam_policy.py
+checks the actions against the provider's source and every call a full CLI lifecycle makes, asks
+the stand-in's evaluator what the policy allows, and checks that docs/aws.md shows the same JSON.
 """
 from __future__ import annotations
 
 import json
-from typing import Any
 
+from .aws_boundary import LAUNCHED, boundary_arn, image_statements
+from .aws_iam_doc import (
+    CREATING_ACTIONS,
+    Document,
+    allow,
+    deny,
+    document,
+    ec2_arn,
+    ec2_arns,
+    request_tagged,
+    resource_tagged,
+)
 from .aws_images import BASE_IMAGE_PARAMETER
 
 ACTIONS: dict[str, tuple[str, ...]] = {
@@ -30,18 +45,23 @@ ACTIONS: dict[str, tuple[str, ...]] = {
         # Not called directly: EC2 authorizes tags passed in TagSpecifications (tag on create) as CreateTags.
         "CreateTags",
     ),
-    # The master's role and instance profile (aws_role.py), on xeoncluster-* names only.
+    # The master's role and instance profile (aws_role.py), on xeoncluster-* names only, and the
+    # permissions boundary every such role carries (aws_boundary.py), which `up` reads first.
     "iam": ("GetRole", "CreateRole", "PutRolePolicy", "ListRolePolicies", "DeleteRolePolicy", "DeleteRole",
             "GetInstanceProfile", "CreateInstanceProfile", "AddRoleToInstanceProfile",
             "RemoveRoleFromInstanceProfile", "DeleteInstanceProfile", "TagRole", "TagInstanceProfile",
+            "PutRolePermissionsBoundary", "GetPolicy", "GetPolicyVersion",
             # Not called directly: EC2 authorizes launching the master with its instance profile as PassRole.
             "PassRole"),
     "sts": ("GetCallerIdentity",),
     "ssm": ("GetParameter",),
     # Run storage: the account's xeoncluster-* bucket (made once, locked down) and the runs in it.
     "s3": ("CreateBucket", "PutBucketPublicAccessBlock", "PutEncryptionConfiguration", "PutLifecycleConfiguration",
-           "PutBucketTagging", "GetBucketLocation", "ListBucket", "GetObject", "PutObject", "DeleteObject",
-           "AbortMultipartUpload"),
+           "PutBucketTagging", "PutBucketOwnershipControls", "PutBucketPolicy",
+           # the lock-down an existing auto bucket is checked for (aws_bucket.py)
+           "GetBucketPublicAccessBlock", "GetEncryptionConfiguration", "GetBucketOwnershipControls",
+           "GetBucketPolicy",
+           "GetBucketLocation", "ListBucket", "GetObject", "PutObject", "DeleteObject", "AbortMultipartUpload"),
     "pricing": ("GetProducts",),
     "servicequotas": ("GetServiceQuota",),
 }
@@ -57,12 +77,14 @@ S3_ACTION = {"HeadBucket": "ListBucket", "ListObjectsV2": "ListBucket", "DeleteO
              "CopyObject": "PutObject", "HeadObject": "GetObject", "PutPublicAccessBlock": "PutBucketPublicAccessBlock",
              "PutBucketEncryption": "PutEncryptionConfiguration",
              "PutBucketLifecycleConfiguration": "PutLifecycleConfiguration", "CreateMultipartUpload": "PutObject",
-             "UploadPart": "PutObject", "CompleteMultipartUpload": "PutObject"}
+             "UploadPart": "PutObject", "CompleteMultipartUpload": "PutObject",
+             "GetPublicAccessBlock": "GetBucketPublicAccessBlock", "GetBucketEncryption": "GetEncryptionConfiguration"}
 # The boto3 method the provider calls for each S3 action (their names differ).
 S3_CALLED_AS = {"ListBucket": "head_bucket", "PutEncryptionConfiguration": "put_bucket_encryption",
                 "PutBucketPublicAccessBlock": "put_public_access_block",
                 "PutLifecycleConfiguration": "put_bucket_lifecycle_configuration", "PutObject": "upload_file",
-                "DeleteObject": "delete_objects"}
+                "DeleteObject": "delete_objects", "GetBucketPublicAccessBlock": "get_public_access_block",
+                "GetEncryptionConfiguration": "get_bucket_encryption"}
 
 
 def iam_action(service: str, operation: str) -> str:
@@ -75,30 +97,79 @@ def actions() -> list[str]:
     return [f"{prefix}:{name}" for prefix, names in ACTIONS.items() for name in names]
 
 
-def policy_document() -> dict[str, Any]:
-    ubuntu = f"arn:aws:ssm:*::parameter{BASE_IMAGE_PARAMETER}"  # a public parameter: no account id
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {"Sid": "XeonclusterEc2AndEstimates", "Effect": "Allow",
-             "Action": [a for a in actions() if not a.startswith(("ssm:", "iam:", "s3:"))], "Resource": "*"},
-            {"Sid": "XeonclusterRunStorage", "Effect": "Allow", "Action": [a for a in actions() if a.startswith("s3:")],
-             "Resource": ["arn:aws:s3:::xeoncluster-*", "arn:aws:s3:::xeoncluster-*/*"]},
-            {"Sid": "XeonclusterMasterRole", "Effect": "Allow",
-             "Action": [a for a in actions() if a.startswith("iam:") and a != "iam:PassRole"],
-             "Resource": ["arn:aws:iam::*:role/xeoncluster-*", "arn:aws:iam::*:instance-profile/xeoncluster-*"]},
-            {"Sid": "XeonclusterPassMasterRoleToEc2", "Effect": "Allow", "Action": ["iam:PassRole"],
-             "Resource": "arn:aws:iam::*:role/xeoncluster-*",
-             "Condition": {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}},
-            {"Sid": "XeonclusterUbuntuImageId", "Effect": "Allow", "Action": ["ssm:GetParameter"],
-             "Resource": ubuntu},
-        ],
-    }
+# docs/aws.md shows both policies for this placeholder account.
+DOC_ACCOUNT = "123456789012"
+# EC2 calls on what the tool made: the resource must carry the cluster tag (of any cluster).
+EC2_ON_TAGGED = ("TerminateInstances", "GetConsoleOutput", "CancelSpotInstanceRequests", "ModifyVolume",
+                 "DeleteKeyPair", "AuthorizeSecurityGroupIngress", "RevokeSecurityGroupIngress", "DeleteSecurityGroup",
+                 "DeletePlacementGroup", "CreateImage", "DeregisterImage", "DeleteSnapshot")
+EC2_CREATING = ("ImportKeyPair", "CreateSecurityGroup", "CreatePlacementGroup")
 
 
-def policy_json() -> str:
-    return json.dumps(policy_document(), indent=2)
+def policy_document(account: str) -> Document:
+    return document([*_ec2_statements(account), *_iam_statements(account), *_storage_statements(account),
+                     allow("UbuntuImageId", ["ssm:GetParameter"],
+                           f"arn:aws:ssm:*::parameter{BASE_IMAGE_PARAMETER}")])  # public: no account
 
 
-if __name__ == "__main__":
-    print(policy_json())
+def _ec2_statements(account: str) -> list[Document]:
+    every = [ec2_arn(account, "*"), ec2_arn(account, "image"), ec2_arn(account, "snapshot")]
+    made = [ec2_arn(account, "key-pair", "xeoncluster-*"), ec2_arn(account, "security-group"),
+            ec2_arn(account, "placement-group", "xeoncluster-*")]
+    return [
+        # Describe* (ACTIONS lists the ones called) and these have no resource-level permissions: "*"
+        # is the only resource they take. One wildcard keeps the policy well under IAM's limit of
+        # 6,144 characters for a managed policy.
+        allow("ReadOnly", ["ec2:Describe*", "sts:GetCallerIdentity", "pricing:GetProducts"], "*"),
+        allow("VcpuQuota", ["servicequotas:GetServiceQuota"], f"arn:aws:servicequotas:*:{account}:ec2/*"),
+        allow("CreateTagged", [f"ec2:{a}" for a in EC2_CREATING], made, request_tagged()),
+        allow("SecurityGroupInAccountVpc", ["ec2:CreateSecurityGroup"], ec2_arn(account, "vpc")),
+        allow("TagOnCreateOnly", ["ec2:CreateTags"], every,
+              {"StringEquals": {"ec2:CreateAction": list(CREATING_ACTIONS)}, **request_tagged()}),
+        allow("LaunchTagged", ["ec2:RunInstances"], ec2_arns(account, LAUNCHED), request_tagged()),
+        allow("LaunchInAccountNetwork", ["ec2:RunInstances"],
+              ec2_arns(account, ("network-interface", "subnet"))),
+        allow("LaunchWithClusterResources", ["ec2:RunInstances"],
+              ec2_arns(account, ("security-group", "key-pair", "placement-group")), resource_tagged()),
+        *image_statements(account),
+        allow("TaggedResourcesOnly", [f"ec2:{a}" for a in EC2_ON_TAGGED], every, resource_tagged()),
+        allow("BakeTagged", ["ec2:CreateImage"], [ec2_arn(account, "image"), ec2_arn(account, "snapshot")],
+              request_tagged()),
+    ]
+
+
+def _iam_statements(account: str) -> list[Document]:
+    roles = f"arn:aws:iam::{account}:role/xeoncluster-*"
+    profiles = f"arn:aws:iam::{account}:instance-profile/xeoncluster-*"
+    boundary = boundary_arn(account)
+    granted = ("CreateRole", "PutRolePolicy", "PutRolePermissionsBoundary", "PassRole", "GetPolicy", "GetPolicyVersion")
+    return [
+        allow("RolesOnlyWithTheBoundary",
+              ["iam:CreateRole", "iam:PutRolePolicy", "iam:PutRolePermissionsBoundary"], roles,
+              {"StringEquals": {"iam:PermissionsBoundary": boundary}}),
+        allow("MasterRoleAndProfile", [f"iam:{a}" for a in ACTIONS["iam"] if a not in granted],
+              [roles, profiles]),
+        allow("PassMasterRoleToEc2", ["iam:PassRole"], roles,
+              {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}),
+        allow("ReadTheBoundary", ["iam:GetPolicy", "iam:GetPolicyVersion"], boundary),
+        deny("NeverDropTheBoundary", ["iam:DeleteRolePermissionsBoundary"], roles),
+        deny("NoOtherBoundary", ["iam:PutRolePermissionsBoundary"], roles,
+             {"StringNotEquals": {"iam:PermissionsBoundary": boundary}}),
+        deny("BoundaryIsFixed", ["iam:CreatePolicyVersion", "iam:DeletePolicy", "iam:DeletePolicyVersion",
+                                            "iam:SetDefaultPolicyVersion"], boundary),
+    ]
+
+
+def _storage_statements(account: str) -> list[Document]:
+    """A bucket is made in the caller's account; everything else must be in a bucket it owns."""
+    actions = [f"s3:{a}" for a in ACTIONS["s3"]]
+    own = {"StringEquals": {"s3:ResourceAccount": account}}
+    statements = [allow("RunStorage", [a for a in actions if a != "s3:CreateBucket"],
+                        ["arn:aws:s3:::xeoncluster-*", "arn:aws:s3:::xeoncluster-*/*"], own)]
+    if "s3:CreateBucket" in actions:
+        statements.insert(0, allow("CreateRunBucket", ["s3:CreateBucket"], "arn:aws:s3:::xeoncluster-*"))
+    return statements
+
+
+def policy_json(account: str) -> str:
+    return json.dumps(policy_document(account), indent=2)

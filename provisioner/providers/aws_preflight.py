@@ -11,6 +11,7 @@ from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionEr
 
 from ..errors import ConfigError, ProviderError
 from . import aws_catalog as catalog
+from .aws_boundary import check_boundary
 from .aws_clients import CREDENTIALS_HINT, OPTIONAL_RETRIES, AwsClients, error_code, error_text, is_credentials_error
 from .aws_images import BAKE_ROOT_GIB, base_image_id, describe_image, image_gib
 from .aws_network import default_route_targets, offered_zones, resolve_vpc, subnets_by_zone
@@ -219,7 +220,8 @@ def ssh_notes(cidr: str) -> list[str]:
 def run_preflight(clients: AwsClients, cluster: ClusterConfig, resolve_cidr: Callable[[], str],
                   require_base_image: bool = True) -> list[str]:
     """Every read-only check `up` needs. `plan` passes require_base_image=False: a missing Ubuntu
-    SSM parameter or default route becomes a warning note there, while `up` stops with a ConfigError."""
+    SSM parameter, default route or permissions boundary becomes a warning note there, while `up`
+    stops with a ConfigError."""
     check_region(clients)
     who = check_credentials(clients)
     ec2 = clients.ec2
@@ -233,6 +235,8 @@ def run_preflight(clients: AwsClients, cluster: ClusterConfig, resolve_cidr: Cal
         notes += check_image(clients, cluster.image, cluster.root_volume_gib, require_base_image)
         notes += check_quota(clients, cluster, infos[cluster.instance_types[0]])
         notes += check_routes(ec2, vpc_id, zones, cluster.instance_types, require_base_image)
+        # The caller's ARN holds its account: arn:aws:sts::ACCOUNT:...
+        notes += check_boundary(clients.client("iam"), who.split(":")[4], require_base_image)
     except (ClientError, BotoCoreError) as exc:
         if is_credentials_error(exc):
             raise ConfigError(f"AWS denied a read-only check ({error_text(exc)})", hint=CREDENTIALS_HINT) from None

@@ -2,9 +2,11 @@
 
 The agent replaces lost workers and removes an idle cluster with these credentials, which EC2's
 instance metadata hands to the master alone; no credential ever leaves the user's machine. Every
-permission is scoped to this cluster: instances it launches must carry the cluster's tag and use
-the cluster's own security group, subnets and images, and it may terminate or tag only instances
-that already carry that tag. Storage access is limited to the cluster's own prefix.
+permission is scoped to this cluster: instances it launches must carry the cluster's tag (and only
+the tool's tag keys), be of the cluster's instance types and use the cluster's own security group,
+subnets and images; it may terminate or read the console of only instances that already carry the
+tag, and tags nothing after launch. Storage access is limited to the cluster's own prefix. The role
+carries the account's permissions boundary (aws_boundary.py), the most any role of the tool may do.
 """
 from __future__ import annotations
 
@@ -15,17 +17,21 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .aws_clients import error_code
-from .base import TAG_CLUSTER, TAG_IMAGE_KEY
+from .aws_boundary import boundary_arn
+from .aws_clients import TAG_INDEX_BASE, error_code
+from .aws_iam_doc import Document, allow, document
+from .base import TAG_CLUSTER, TAG_IMAGE_KEY, TAG_ROLE
 
-# Describe calls have no resource-level permissions; GetConsoleOutput reads a new node's host keys.
+# Describe calls and the price list have no resource-level permissions.
 READ_ACTIONS = (
     "ec2:DescribeInstances", "ec2:DescribeImages", "ec2:DescribeSubnets", "ec2:DescribeVpcs",
     "ec2:DescribeSecurityGroups", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes",
     "ec2:DescribeAvailabilityZones", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSpotInstanceRequests",
-    "ec2:DescribePlacementGroups", "ec2:GetConsoleOutput", "pricing:GetProducts",
+    "ec2:DescribePlacementGroups", "pricing:GetProducts",
 )
 CREATED_BY_LAUNCH = ("instance", "volume", "spot-instances-request")
+# Every tag key a launch sets (aws_instances.run_request): the role may set these and no other.
+LAUNCH_TAG_KEYS = (TAG_CLUSTER, TAG_ROLE, TAG_INDEX_BASE, "Name")
 TRUST = {"Version": "2012-10-17", "Statement": [{
     "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
 POLICY_NAME = "xeoncluster-agent"
@@ -43,6 +49,7 @@ class RoleScope:
     base_image: str | None       # the AMI nodes start from before any bake
     image_key: str | None        # images of this key (baked by any cluster) serve this cluster
     storage: tuple[str, str] | None = None  # (bucket, prefix) on S3
+    instance_types: tuple[str, ...] = ()     # the only types it may launch (none: it may launch nothing)
 
     def arn(self, kind: str, name: str) -> str:
         owner = "" if kind == "image" else self.account
@@ -54,47 +61,45 @@ def role_name(cluster: str, region: str) -> str:
     return f"xeoncluster-{cluster}-{region}"
 
 
-def master_policy(scope: RoleScope) -> dict[str, Any]:
-    tagged = {"StringEquals": {f"aws:RequestTag/{TAG_CLUSTER}": scope.cluster}}
+def master_policy(scope: RoleScope) -> Document:
+    own_tag = {f"aws:RequestTag/{TAG_CLUSTER}": scope.cluster}
+    tool_keys = {"ForAllValues:StringEquals": {"aws:TagKeys": list(LAUNCH_TAG_KEYS)}}
     owned = {"StringEquals": {f"ec2:ResourceTag/{TAG_CLUSTER}": scope.cluster}}
-    used = ([scope.arn("security-group", scope.security_group_id)] + [scope.arn("subnet", s) for s in scope.subnet_ids]
+    subnets = [scope.arn("subnet", s) for s in scope.subnet_ids]
+    used = ([scope.arn("security-group", scope.security_group_id)] + subnets
             + [scope.arn("key-pair", f"xeoncluster-{scope.cluster}"),
                scope.arn("placement-group", f"xeoncluster-{scope.cluster}")]
             + ([scope.arn("image", scope.base_image)] if scope.base_image else []))
-    statements: list[dict[str, Any]] = [
-        _allow("Read", list(READ_ACTIONS), "*"),
-        _allow("LaunchTagged", ["ec2:RunInstances"], [scope.arn(k, "*") for k in CREATED_BY_LAUNCH], tagged),
-        _allow("LaunchInterface", ["ec2:RunInstances"], [scope.arn("network-interface", "*")]),
-        _allow("LaunchWithOwnNetwork", ["ec2:RunInstances"], used),
-        _allow("TagOnLaunch", ["ec2:CreateTags"], [scope.arn(k, "*") for k in CREATED_BY_LAUNCH],
-               {"StringEquals": {"ec2:CreateAction": "RunInstances",
-                                 f"aws:RequestTag/{TAG_CLUSTER}": scope.cluster}}),
-        _allow("OwnInstancesOnly", ["ec2:TerminateInstances", "ec2:CreateTags"], [scope.arn("instance", "*")], owned),
+    statements: list[Document] = [
+        allow("Read", list(READ_ACTIONS), "*"),
+        allow("LaunchConfiguredTypes", ["ec2:RunInstances"], [scope.arn("instance", "*")],
+              {"StringEquals": {**own_tag, "ec2:InstanceType": list(scope.instance_types)}, **tool_keys}),
+        allow("LaunchTagged", ["ec2:RunInstances"], [scope.arn(k, "*") for k in CREATED_BY_LAUNCH[1:]],
+              {"StringEquals": own_tag, **tool_keys}),
+        allow("LaunchInterfaceInOwnSubnets", ["ec2:RunInstances"], [scope.arn("network-interface", "*")],
+              {"ArnEquals": {"ec2:Subnet": subnets}}),
+        allow("LaunchWithOwnNetwork", ["ec2:RunInstances"], used),
+        allow("TagOnLaunchOnly", ["ec2:CreateTags"], [scope.arn(k, "*") for k in CREATED_BY_LAUNCH],
+              {"StringEquals": {"ec2:CreateAction": "RunInstances", **own_tag}, **tool_keys}),
+        allow("OwnInstancesOnly", ["ec2:TerminateInstances", "ec2:GetConsoleOutput"], [scope.arn("instance", "*")],
+              owned),
     ]
     if scope.image_key:
-        statements.append(_allow("LaunchFromOwnImages", ["ec2:RunInstances"], [scope.arn("image", "*")],
-                                 {"StringEquals": {f"ec2:ResourceTag/{TAG_IMAGE_KEY}": scope.image_key}}))
+        statements.append(allow("LaunchFromOwnImages", ["ec2:RunInstances"], [scope.arn("image", "*")],
+                                {"StringEquals": {f"ec2:ResourceTag/{TAG_IMAGE_KEY}": scope.image_key}}))
     if scope.storage is not None:
         statements += _storage_statements(*scope.storage)
-    return {"Version": "2012-10-17", "Statement": statements}
+    return document(statements)
 
 
-def _storage_statements(bucket: str, prefix: str) -> list[dict[str, Any]]:
+def _storage_statements(bucket: str, prefix: str) -> list[Document]:
     below = f"{prefix.rstrip('/')}/*" if prefix else "*"
     return [
-        _allow("OwnStorageObjects", ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-               f"arn:aws:s3:::{bucket}/{below}"),
-        _allow("OwnStorageListing", ["s3:ListBucket"], f"arn:aws:s3:::{bucket}",
-               {"StringLike": {"s3:prefix": [below, prefix.rstrip("/")]}}),
+        allow("OwnStorageObjects", ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+              f"arn:aws:s3:::{bucket}/{below}"),
+        allow("OwnStorageListing", ["s3:ListBucket"], f"arn:aws:s3:::{bucket}",
+              {"StringLike": {"s3:prefix": [below, prefix.rstrip("/")]}}),
     ]
-
-
-def _allow(sid: str, actions: list[str], resources: str | list[str],
-           condition: dict[str, Any] | None = None) -> dict[str, Any]:
-    statement: dict[str, Any] = {"Sid": sid, "Effect": "Allow", "Action": actions, "Resource": resources}
-    if condition:
-        statement["Condition"] = condition
-    return statement
 
 
 @dataclass(frozen=True)
@@ -105,18 +110,29 @@ class RoleResult:
 
 def ensure_master_role(iam: Any, scope: RoleScope) -> RoleResult:
     """The role, its policy and an instance profile of the same name; idempotent. The policy is
-    written every time: the scope (images, subnets) can change from one `up` to the next."""
+    written every time: the scope (images, subnets) can change from one `up` to the next. The role
+    carries the permissions boundary; one made before there was a boundary gets it first (the
+    user's policy allows PutRolePolicy only on roles that carry it)."""
     name = role_name(scope.cluster, scope.region)
     tags = [{"Key": TAG_CLUSTER, "Value": scope.cluster}]
+    boundary = boundary_arn(scope.account)
     created = _create_if_missing(lambda: iam.create_role(
-        RoleName=name, AssumeRolePolicyDocument=json.dumps(TRUST), Tags=tags,
+        RoleName=name, AssumeRolePolicyDocument=json.dumps(TRUST), Tags=tags, PermissionsBoundary=boundary,
         Description=f"xeoncluster {scope.cluster}: the master's run agent (recovery, idle removal)"))
+    if not created:
+        _ensure_boundary(iam, name, boundary)
     iam.put_role_policy(RoleName=name, PolicyName=POLICY_NAME, PolicyDocument=json.dumps(master_policy(scope)))
     _create_if_missing(lambda: iam.create_instance_profile(InstanceProfileName=name, Tags=tags))
     profile = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
     if not any(role["RoleName"] == name for role in profile.get("Roles", [])):
         iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=name)
     return RoleResult(name, created)
+
+
+def _ensure_boundary(iam: Any, name: str, boundary: str) -> None:
+    current = iam.get_role(RoleName=name)["Role"].get("PermissionsBoundary", {}).get("PermissionsBoundaryArn")
+    if current != boundary:
+        iam.put_role_permissions_boundary(RoleName=name, PermissionsBoundary=boundary)
 
 
 def _create_if_missing(create: Callable[[], Any]) -> bool:

@@ -13,26 +13,26 @@ if TYPE_CHECKING:
     from ..config import ClusterConfig
     from .base import Provider
 
-INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
-REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
-VPC_ID = re.compile(r"^vpc-[0-9a-f]{8,17}$")
+INSTANCE_TYPE = re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9-]+")
+REGION = re.compile(r"[a-z]{2}(-gov)?-[a-z]+-\d")
+VPC_ID = re.compile(r"vpc-[0-9a-f]{8,17}")
 
 
 def check_region(value: str | None) -> str | None:
-    if value is not None and not REGION.match(value):
+    if value is not None and not REGION.fullmatch(value):
         raise ValueError("must be an AWS region such as us-east-1")
     return value
 
 
 def check_instance_types(value: list[str]) -> list[str]:
     for item in value:
-        if not INSTANCE_TYPE.match(item):
+        if not INSTANCE_TYPE.fullmatch(item):
             raise ValueError(f"'{item}' is not an instance type such as c7i.2xlarge")
     return value
 
 
 def check_vpc_id(value: str | None) -> str | None:
-    if value is not None and not VPC_ID.match(value):
+    if value is not None and not VPC_ID.fullmatch(value):
         raise ValueError(f"must match {VPC_ID.pattern}")
     return value
 
@@ -66,9 +66,10 @@ def make(config: ClusterConfig, events: Callable[[str], None]) -> Provider:
 
 AWS = ProviderSpec(
     name="aws",
-    image_id=re.compile(r"^ami-[0-9a-f]{8,17}$"),
+    image_id=re.compile(r"ami-[0-9a-f]{8,17}"),
     image_id_text="an AMI id (ami-...)",
     default_user="ubuntu",
+    instance_id=re.compile(r"i-[0-9a-f]{8,17}"),
     notices="aws-imds",
     field_checks={"region": check_region, "instance_types": check_instance_types, "vpc_id": check_vpc_id},
     complete=complete,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .local_net import NETNS_PREFIX
 from .spec import ProviderSpec
 
 if TYPE_CHECKING:
@@ -65,9 +66,10 @@ def locate(config: ClusterConfig) -> dict[str, Any] | None:
 
 LOCAL = ProviderSpec(
     name="local",
-    image_id=re.compile(r"^local-[0-9a-f]{8,64}$"),
+    image_id=re.compile(r"local-[0-9a-f]{8,64}"),
     image_id_text="a local image id (local-...)",
     default_user="root",
+    instance_id=re.compile(rf"{re.escape(NETNS_PREFIX)}[a-z][a-z0-9-]{{0,23}}-node\d{{1,4}}"),  # netns_name()
     notices="node-file",
     locate=locate,
     factory="provisioner.providers.local_spec:make",

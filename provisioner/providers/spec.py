@@ -26,6 +26,7 @@ class ProviderSpec:
     image_id: re.Pattern[str]      # what one of its image ids looks like
     image_id_text: str             # the same, for people: "an AMI id (ami-...)"
     default_user: str              # who logs in to its nodes
+    instance_id: re.Pattern[str]   # what its nodes' ids look like (checked whole: untrusted.py)
     # The interruption source its nodes poll (training/notices.py); None: nodes get no notice.
     notices: str | None = None
     # Checks of the shared keys that only mean something for this provider (region, instance types).
@@ -65,7 +66,7 @@ def check_field(key: str, value: Any) -> Any:
 
 
 def is_image_id(value: str) -> bool:
-    return any(spec.image_id.match(value) for spec in specs().values())
+    return any(spec.image_id.fullmatch(value) for spec in specs().values())
 
 
 def image_id_texts() -> str:

@@ -30,6 +30,9 @@ class StorageLocation:
     bucket: str = ""    # S3
     prefix: str = ""    # S3 key prefix, without slashes at either end
     folder: str = ""    # a folder on the machine that runs the agent
+    # S3: the account that must own the bucket, sent with every request (ExpectedBucketOwner). It travels
+    # with the location so that the agent on the master, under the master's role, never has to ask.
+    owner: str | None = None
 
     def key(self, *parts: str) -> str:
         return "/".join(p.strip("/") for p in (self.prefix, *parts) if p.strip("/"))

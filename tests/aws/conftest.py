@@ -18,10 +18,13 @@ moto workarounds (moto 5.2.1):
 - (speed) `share_botocore_loader`: one botocore data loader for all sessions in a test.
 - create_image with a "snapshot" TagSpecification raises NotImplementedError: the backend method
   is wrapped to tag the AMI's snapshot itself.
+- A bucket policy's TLS-only Deny (`aws:SecureTransport` false) denies every object request under
+  moto, which cannot evaluate Bool: `standin.moto_s3_policy` evaluates such policies as over TLS.
 """
 from __future__ import annotations
 
 import ipaddress
+import json
 import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -42,11 +45,15 @@ from aws_helpers import (
     trim_moto_amis,
     write_config,
 )
+from gated_server import gated  # noqa: F401 - moto's server behind the stand-in's IAM gate
 from moto import mock_aws
+from moto.core import DEFAULT_ACCOUNT_ID
 from recording_shell import ShellLog
 
 from provisioner.config import ClusterConfig
 from provisioner.providers.aws import AwsProvider
+from provisioner.providers.aws_boundary import BOUNDARY_NAME, boundary_document
+from standin import moto_s3_policy
 
 
 # -- environment ------------------------------------------------------------------------------
@@ -102,15 +109,26 @@ def api(monkeypatch: pytest.MonkeyPatch) -> ApiRecorder:
 
 @pytest.fixture
 def aws(aws_env: None, api: ApiRecorder, monkeypatch: pytest.MonkeyPatch) -> Iterator[ApiRecorder]:
-    """A fresh moto account with the Ubuntu parameter and the default VPC's internet route seeded;
-    yields the API recorder."""
+    """A fresh moto account with the Ubuntu parameter, the default VPC's internet route and the
+    permissions boundary seeded; yields the API recorder."""
     trim_moto_amis(monkeypatch)
     share_botocore_loader(monkeypatch)
     with mock_aws():
         seed_ubuntu_parameter()
         seed_default_vpc_internet_route()
         create_image_with_snapshot_tags(monkeypatch)
+        seed_boundary(api)
+        moto_s3_policy.patch(monkeypatch.setattr)
         yield api
+
+
+def seed_boundary(api: ApiRecorder) -> None:
+    """The account's permissions boundary, which an administrator creates once and `up` requires;
+    made before the test starts, so its call is not one of the test's."""
+    seen = len(api.calls)
+    boto3.client("iam", region_name=REGION).create_policy(
+        PolicyName=BOUNDARY_NAME, PolicyDocument=json.dumps(boundary_document(DEFAULT_ACCOUNT_ID)))
+    del api.calls[seen:]
 
 
 @pytest.fixture

@@ -1,13 +1,23 @@
-"""The IAM policy in docs/aws.md lists exactly the actions the provider calls."""
+"""The user's IAM policy: exactly the actions the provider calls, every mutating one scoped to what
+the tool tagged, roles only under the permissions boundary, and no path to admin. What it allows is
+asked of the stand-in's evaluator (conditions included); docs/aws.md shows the same JSON."""
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from aws_helpers import PUBLIC_KEY, cluster_config, write_config
 
 from provisioner.providers import aws_policy
+from provisioner.providers.aws_boundary import boundary_arn, boundary_document
+from provisioner.providers.aws_iam_doc import CANONICAL
+from standin.iam_lookup import Lookup, RoleFacts
+from standin.iam_policy import Question, allowed, refusal
+from standin.iam_requests import ec2_questions, iam_questions, s3_questions
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,13 +66,163 @@ def test_every_call_of_a_full_lifecycle_is_in_the_policy(xc, make_provider, aws)
     called = {aws_policy.iam_action(service, operation) for service, operation, _ in aws.calls}
     assert called <= set(aws_policy.actions()), called - set(aws_policy.actions())
     # Everything but tag-on-create and the calls only an unusual state needs was exercised here.
-    rarely = {"ec2:CancelSpotInstanceRequests"}  # moto's spot instances carry no open request after terminate
+    rarely = {"ec2:CancelSpotInstanceRequests",  # moto's spot instances carry no open request after terminate
+              "iam:PutRolePermissionsBoundary"}  # only for a role made before there was a boundary
     assert set(aws_policy.actions()) - called - aws_policy.TAG_ON_CREATE_ONLY - rarely == set()
 
 
-def test_the_readme_shows_this_policy():
+def test_the_docs_show_both_policies_for_the_placeholder_account():
     aws_doc = (REPO / "docs" / "aws.md").read_text()
-    section = aws_doc.split("<!-- aws:start -->", 1)[1].split("<!-- aws:end -->", 1)[0]
-    block = re.search(r"```json\n(.*?)\n```", section, re.S)
-    assert block, "no ```json block between the aws markers in docs/aws.md"
-    assert json.loads(block.group(1)) == aws_policy.policy_document()
+    for marker, expected in (("user-policy", aws_policy.policy_document(aws_policy.DOC_ACCOUNT)),
+                             ("boundary", boundary_document(aws_policy.DOC_ACCOUNT))):
+        block = re.search(rf"<!-- json:{marker} -->\n```json\n(.*?)\n```", aws_doc, re.S)
+        assert block, f"no ```json block after <!-- json:{marker} --> in docs/aws.md"
+        assert json.loads(block.group(1)) == expected, marker
+
+
+def test_every_allowed_action_is_one_the_provider_calls_and_the_documents_fit_iam_s_limits():
+    document = aws_policy.policy_document(ACCOUNT)
+    granted = [a for s in document["Statement"] if s["Effect"] == "Allow" for a in s["Action"]]
+    for action in aws_policy.actions():
+        assert any(fnmatch.fnmatchcase(action, pattern) for pattern in granted), f"{action} is granted nowhere"
+    for pattern in granted:
+        assert any(fnmatch.fnmatchcase(a, pattern) for a in aws_policy.actions()), f"{pattern} is never called"
+    # A managed policy holds at most 6,144 characters, whitespace not counted.
+    for each in (document, boundary_document(ACCOUNT)):
+        assert len(re.sub(r"\s", "", json.dumps(each))) < 6144
+
+
+# -- what the user's policy allows, asked of the stand-in's evaluator ------------------------------
+ACCOUNT = "123456789012"
+USER = aws_policy.policy_document(ACCOUNT)
+BOUNDARY = boundary_arn(ACCOUNT)
+ADMIN = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+
+
+@dataclass(frozen=True)
+class Account(Lookup):
+    """The account's resources as the evaluator needs them: tags and keys by id, roles by name."""
+
+    tagged: dict[str, dict[str, str]] = field(default_factory=dict)
+    owners: dict[str, str] = field(default_factory=dict)  # image id -> owning account
+    roles: dict[str, RoleFacts] = field(default_factory=dict)
+    buckets: dict[str, str] = field(default_factory=dict)
+
+    def tags(self, kind: str, ref: str) -> dict[str, str]:
+        return self.tagged.get(ref, {})
+
+    def keys(self, kind: str, ref: str) -> dict[str, list[str]]:
+        return {"ec2:Owner": [self.owners[ref]]} if ref in self.owners else {}
+
+    def role(self, name: str) -> RoleFacts | None:
+        return self.roles.get(name)
+
+    def profile_role(self, profile: str) -> str | None:
+        return f"arn:aws:iam::{ACCOUNT}:role/{profile}"
+
+    def bucket_account(self, bucket: str) -> str | None:
+        return self.buckets.get(bucket)
+
+
+OWN = {"xeoncluster:cluster": "t1"}
+WORLD = Account(
+    tagged={"i-own": OWN, "i-t2": {"xeoncluster:cluster": "t2"}, "i-prod": {"team": "web"}, "sg-own": OWN,
+            "sg-prod": {}, "xeoncluster-t1": OWN, "vol-prod": {}, "snap-prod": {}, "ami-prod": {}},
+    owners={"ami-ubuntu": CANONICAL, "ami-baked": ACCOUNT, "ami-stranger": "999988887777"},
+    roles={"xeoncluster-t1-us-east-1": RoleFacts(f"arn:aws:iam::{ACCOUNT}:role/xeoncluster-t1-us-east-1", BOUNDARY),
+           "xeoncluster-legacy": RoleFacts(f"arn:aws:iam::{ACCOUNT}:role/xeoncluster-legacy")},
+    buckets={"xeoncluster-123456789012-us-east-1": ACCOUNT, "xeoncluster-999988887777-us-east-1": "999988887777"})
+
+
+def may(service: str, action: str, params: dict[str, str], policies: list[dict[str, Any]] | None = None) -> bool:
+    """Whether the user (or `policies`) may make this request: every question it asks is allowed."""
+    questions = (ec2_questions(action, params, "us-east-1", ACCOUNT, WORLD) if service == "ec2"
+                 else iam_questions(action, params, ACCOUNT, WORLD))
+    assert questions
+    return all(allowed(policies or [USER], q) for q in questions)
+
+
+def launch(image: str = "ami-ubuntu", group: str = "sg-own", tagged: bool = True, profile: str = "") -> dict[str, str]:
+    params = {"ImageId": image, "InstanceType": "c7i.2xlarge", "KeyName": "xeoncluster-t1",
+              "NetworkInterface.1.SubnetId": "subnet-1", "NetworkInterface.1.SecurityGroupId.1": group}
+    for index, kind in enumerate(("instance", "volume"), start=1) if tagged else ():
+        params |= {f"TagSpecification.{index}.ResourceType": kind, f"TagSpecification.{index}.Tag.1.Key":
+                   "xeoncluster:cluster", f"TagSpecification.{index}.Tag.1.Value": "t1"}
+    return params | ({"IamInstanceProfile.Name": profile} if profile else {})
+
+
+def test_the_user_creates_roles_only_under_the_boundary_and_never_loosens_it():
+    role = {"RoleName": "xeoncluster-t1-us-east-1", "AssumeRolePolicyDocument": "{}",
+            "Tags.member.1.Key": "xeoncluster:cluster", "Tags.member.1.Value": "t1"}
+    assert may("iam", "CreateRole", role | {"PermissionsBoundary": BOUNDARY})
+    assert not may("iam", "CreateRole", role)
+    assert not may("iam", "CreateRole", role | {"PermissionsBoundary": "arn:aws:iam::aws:policy/AdministratorAccess"})
+    assert not may("iam", "CreateRole", role | {"RoleName": "admin", "PermissionsBoundary": BOUNDARY})
+    assert may("iam", "PutRolePolicy", {"RoleName": "xeoncluster-t1-us-east-1", "PolicyName": "p"})
+    assert not may("iam", "PutRolePolicy", {"RoleName": "xeoncluster-legacy", "PolicyName": "p"})
+    assert may("iam", "PutRolePermissionsBoundary", {"RoleName": "xeoncluster-legacy", "PermissionsBoundary": BOUNDARY})
+    assert not may("iam", "PutRolePermissionsBoundary", {"RoleName": "xeoncluster-t1-us-east-1",
+                                                        "PermissionsBoundary": f"arn:aws:iam::{ACCOUNT}:policy/wide"})
+    assert not may("iam", "DeleteRolePermissionsBoundary", {"RoleName": "xeoncluster-t1-us-east-1"})
+    assert may("iam", "GetPolicy", {"PolicyArn": BOUNDARY})
+    for change in ("CreatePolicyVersion", "SetDefaultPolicyVersion", "DeletePolicyVersion", "DeletePolicy"):
+        assert not may("iam", change, {"PolicyArn": BOUNDARY, "VersionId": "v1"}), change
+        # Even a holder of broader rights elsewhere: the explicit Deny wins.
+        assert not may("iam", change, {"PolicyArn": BOUNDARY, "VersionId": "v1"}, [USER, ADMIN]), change
+
+
+def test_the_user_acts_only_on_what_the_tool_tagged():
+    assert may("ec2", "TerminateInstances", {"InstanceId.1": "i-own"})
+    assert not may("ec2", "TerminateInstances", {"InstanceId.1": "i-prod"})
+    assert not may("ec2", "TerminateInstances", {"InstanceId.1": "i-own", "InstanceId.2": "i-prod"})
+    for instance in ("i-own", "i-t2", "i-prod"):  # nothing is tagged after creation: no moving between clusters
+        assert not may("ec2", "CreateTags", {"ResourceId.1": instance, "Tag.1.Key": "xeoncluster:cluster",
+                                             "Tag.1.Value": "t1"}), instance
+    assert may("ec2", "DeleteSecurityGroup", {"GroupId": "sg-own"})
+    for action, params in (("DeleteSecurityGroup", {"GroupId": "sg-prod"}),
+                           ("AuthorizeSecurityGroupIngress", {"GroupId": "sg-prod", "IpProtocol": "tcp"}),
+                           ("RevokeSecurityGroupIngress", {"GroupId": "sg-prod"}),
+                           ("ModifyVolume", {"VolumeId": "vol-prod", "Size": "200"}),
+                           ("DeleteSnapshot", {"SnapshotId": "snap-prod"}),
+                           ("DeregisterImage", {"ImageId": "ami-prod"}),
+                           ("CreateImage", {"InstanceId": "i-prod", "Name": "copy"}),
+                           ("GetConsoleOutput", {"InstanceId": "i-prod"}),
+                           ("DeleteKeyPair", {"KeyName": "deploy"}),
+                           ("CreateSecurityGroup", {"GroupName": "x", "GroupDescription": "x", "VpcId": "vpc-1"})):
+        assert not may("ec2", action, params), action
+
+
+def test_the_user_launches_only_tagged_instances_from_ubuntu_or_own_images_in_own_groups():
+    assert may("ec2", "RunInstances", launch())
+    assert may("ec2", "RunInstances", launch(image="ami-baked"))
+    assert not may("ec2", "RunInstances", launch(tagged=False))
+    assert not may("ec2", "RunInstances", launch(image="ami-stranger"))
+    assert not may("ec2", "RunInstances", launch(group="sg-prod"))
+
+
+def test_the_escalation_path_is_closed_by_the_boundary():
+    """Before: make a role with an admin policy, launch with it, read its credentials. Now every role
+    the user can make or pass carries the boundary, and admin under the boundary is not admin."""
+    assert not may("iam", "CreateRole", {"RoleName": "xeoncluster-x", "AssumeRolePolicyDocument": "{}"})
+    assert not may("ec2", "RunInstances", launch(profile="ops-admin"))  # an existing role of another name
+    # With the boundary all of it is allowed ...
+    assert may("iam", "CreateRole", {"RoleName": "xeoncluster-x", "AssumeRolePolicyDocument": "{}",
+                                     "PermissionsBoundary": BOUNDARY})
+    assert may("ec2", "RunInstances", launch(profile="xeoncluster-t1-us-east-1"))
+    # ... but such a role, given an admin policy, can do no more than the boundary.
+    capped = [boundary_document(ACCOUNT)]
+    for question in (Question("iam:CreateUser", f"arn:aws:iam::{ACCOUNT}:user/x"),
+                     Question("iam:AttachRolePolicy", f"arn:aws:iam::{ACCOUNT}:role/xeoncluster-x"),
+                     Question("iam:DeleteRolePermissionsBoundary", f"arn:aws:iam::{ACCOUNT}:role/xeoncluster-x"),
+                     Question("s3:GetObject", "arn:aws:s3:::payroll/2026.csv", {"s3:ResourceAccount": [ACCOUNT]}),
+                     Question("ec2:TerminateInstances", f"arn:aws:ec2:us-east-1:{ACCOUNT}:instance/i-prod"),
+                     Question("ec2:CreateTags", f"arn:aws:ec2:us-east-1:{ACCOUNT}:instance/i-prod")):
+        assert refusal([ADMIN], capped, question) is not None, question.action
+
+
+def test_the_user_reaches_only_the_account_s_own_run_buckets():
+    ours, theirs = "/xeoncluster-123456789012-us-east-1", "/xeoncluster-999988887777-us-east-1"
+    for path in (f"{ours}/t1/runs/r1/run.json", ours):
+        assert all(allowed([USER], q) for q in s3_questions("GET", path, "", {}, b"", WORLD, ACCOUNT)), path
+    for path in (f"{theirs}/t1/runs/r1/run.json", theirs, "/payroll/2026.csv"):
+        assert not all(allowed([USER], q) for q in s3_questions("GET", path, "", {}, b"", WORLD, ACCOUNT)), path

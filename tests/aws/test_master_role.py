@@ -1,7 +1,8 @@
 """The master's role: `up` makes it (and an instance profile) for the master only, scoped to the
-cluster; `down` and a rolled-back `up` remove it. What the policy allows is checked with the
-stand-in's evaluator, which (unlike moto) evaluates conditions: its own instances yes, another
-cluster's no."""
+cluster and capped by the account's permissions boundary; `down` and a rolled-back `up` remove it.
+What the policy allows is checked with the stand-in's evaluator, which (unlike moto) evaluates
+conditions: its own instances yes, another cluster's no; tags at launch only, the cluster's instance
+types and subnets only."""
 from __future__ import annotations
 
 import json
@@ -10,8 +11,9 @@ import pytest
 from aws_helpers import instances
 
 from provisioner.providers.aws_role import RoleScope, master_policy
-from standin.iam_policy import Question, allowed
+from standin.iam_policy import Question, allowed, refusal
 from standin.iam_requests import ec2_questions
+from standin.moto_lookup import MotoLookup
 
 ROLE = "xeoncluster-t1-us-east-1"
 
@@ -56,7 +58,7 @@ def test_a_rolled_back_up_removes_the_role(xc, aws, monkeypatch):
 
 
 SCOPE = RoleScope("a", "us-east-1", "123456789012", "sg-0aaaaaaaaaaaaaaaa", ("subnet-0aaaaaaaaaaaaaaaa",),
-                  "ami-0bbbbbbbbbbbbbbbb", "k" * 64)
+                  "ami-0bbbbbbbbbbbbbbbb", "k" * 64, instance_types=("c7i.2xlarge", "c7i.4xlarge"))
 
 
 def ask(action: str, params: dict[str, str], tags: dict[str, dict[str, str]]) -> list[bool]:
@@ -75,13 +77,18 @@ def test_the_role_terminates_its_own_cluster_s_instances_only() -> None:
     assert not allowed([master_policy(SCOPE)], Question("ec2:DeleteSecurityGroup", "*"))
 
 
-def run_params(cluster: str, image: str = "ami-0bbbbbbbbbbbbbbbb", group: str = "sg-0aaaaaaaaaaaaaaaa") -> dict:
-    params = {"ImageId": image, "InstanceType": "c7i.2xlarge", "KeyName": "xeoncluster-a",
-              "NetworkInterface.1.SubnetId": "subnet-0aaaaaaaaaaaaaaaa", "NetworkInterface.1.SecurityGroupId.1": group,
+def run_params(cluster: str, image: str = "ami-0bbbbbbbbbbbbbbbb", group: str = "sg-0aaaaaaaaaaaaaaaa",
+               instance_type: str = "c7i.2xlarge", subnet: str = "subnet-0aaaaaaaaaaaaaaaa",
+               tags: dict[str, str] | None = None) -> dict:
+    params = {"ImageId": image, "InstanceType": instance_type, "KeyName": "xeoncluster-a",
+              "NetworkInterface.1.SubnetId": subnet, "NetworkInterface.1.SecurityGroupId.1": group,
               "InstanceMarketOptions.MarketType": "spot"}
+    every = {"xeoncluster:cluster": cluster, "xeoncluster:role": "worker", "Name": f"{cluster}-node1"} | (tags or {})
     for index, kind in enumerate(("instance", "volume", "spot-instances-request"), start=1):
-        params |= {f"TagSpecification.{index}.ResourceType": kind, f"TagSpecification.{index}.Tag.1.Key":
-                   "xeoncluster:cluster", f"TagSpecification.{index}.Tag.1.Value": cluster}
+        params[f"TagSpecification.{index}.ResourceType"] = kind
+        for number, (key, value) in enumerate(every.items(), start=1):
+            params |= {f"TagSpecification.{index}.Tag.{number}.Key": key,
+                       f"TagSpecification.{index}.Tag.{number}.Value": value}
     return params
 
 
@@ -93,3 +100,81 @@ def test_the_role_launches_only_tagged_instances_with_its_own_network_and_images
     assert not all(ask("RunInstances", run_params("b"), images))          # another cluster's tag
     assert not all(ask("RunInstances", run_params("a", image="ami-0dddddddddddddddd"), images))
     assert not all(ask("RunInstances", run_params("a", group="sg-0eeeeeeeeeeeeeeee"), images))
+
+
+def test_the_role_tags_nothing_after_launch() -> None:
+    """It could once retag its own instances (say, into another cluster): nothing calls that."""
+    tags = {"i-own": {"xeoncluster:cluster": "a"}}
+    assert ask("CreateTags", {"ResourceId.1": "i-own", "Tag.1.Key": "xeoncluster:cluster", "Tag.1.Value": "b"},
+               tags) == [False]
+    assert ask("CreateTags", {"ResourceId.1": "i-own", "Tag.1.Key": "Name", "Tag.1.Value": "x"}, tags) == [False]
+
+
+def test_the_role_launches_only_the_cluster_s_instance_types_with_the_tool_s_tag_keys() -> None:
+    assert all(ask("RunInstances", run_params("a", instance_type="c7i.4xlarge"), {}))  # the fallback type
+    assert not all(ask("RunInstances", run_params("a", instance_type="p5.48xlarge"), {}))
+    assert all(ask("RunInstances", run_params("a", tags={"xeoncluster:index-base": "3"}), {}))
+    assert not all(ask("RunInstances", run_params("a", tags={"team": "ml"}), {}))
+
+
+def test_the_role_reads_the_console_of_its_own_cluster_s_instances_only() -> None:
+    tags = {"i-own": {"xeoncluster:cluster": "a"}, "i-other": {"xeoncluster:cluster": "b"}, "i-bare": {}}
+    assert ask("GetConsoleOutput", {"InstanceId": "i-own", "Latest": "true"}, tags) == [True]
+    assert ask("GetConsoleOutput", {"InstanceId": "i-other", "Latest": "true"}, tags) == [False]
+    assert ask("GetConsoleOutput", {"InstanceId": "i-bare", "Latest": "true"}, tags) == [False]
+
+
+def test_the_role_puts_network_interfaces_only_in_the_cluster_s_subnets() -> None:
+    def interface_allowed(subnet: str) -> bool:
+        questions = ec2_questions("RunInstances", run_params("a", subnet=subnet), "us-east-1", "123456789012",
+                                  lambda rid: {})
+        [interface] = [q for q in questions if q.resource.endswith(":network-interface/*")]
+        return allowed([master_policy(SCOPE)], interface)
+
+    assert interface_allowed("subnet-0aaaaaaaaaaaaaaaa")
+    assert not interface_allowed("subnet-0fffffffffffffff0")
+
+
+def test_the_role_carries_the_boundary_and_can_launch_what_up_launched(xc, aws) -> None:
+    """Under its boundary, the role may make the very launch `up` made for the workers (a replacement)."""
+    import boto3
+
+    from provisioner.providers.aws_boundary import boundary_arn
+
+    iam = boto3.client("iam", region_name="us-east-1")
+    assert xc("up", "--name", "t1", "--nodes", "2").code == 0
+    role = iam.get_role(RoleName=ROLE)["Role"]
+    assert role["PermissionsBoundary"]["PermissionsBoundaryArn"] == boundary_arn("123456789012")
+    [launch] = [params for service, op, params in aws.calls if op == "RunInstances"
+                and {"Key": "xeoncluster:role", "Value": "worker"} in params["TagSpecifications"][0]["Tags"]]
+    arn = boundary_arn("123456789012")
+    version = iam.get_policy(PolicyArn=arn)["Policy"]["DefaultVersionId"]
+    boundary = iam.get_policy_version(PolicyArn=arn, VersionId=version)["PolicyVersion"]["Document"]
+    questions = ec2_questions("RunInstances", query_form("RunInstances", launch), "us-east-1", "123456789012",
+                              MotoLookup("us-east-1"))
+    assert len(questions) >= 9  # what it creates, tags and uses (network, key, image)
+    assert [(q, why) for q in questions if (why := refusal([role_policy(iam)], [boundary], q))] == []
+    bigger = query_form("RunInstances", launch | {"InstanceType": "p5.48xlarge"})
+    assert any(refusal([role_policy(iam)], [boundary], q) for q in ec2_questions(
+        "RunInstances", bigger, "us-east-1", "123456789012", MotoLookup("us-east-1")))
+
+
+def query_form(operation: str, params: dict) -> dict[str, str]:
+    """A boto3 call's parameters as the EC2 query request carries them (what the stand-in's gate reads)."""
+    import botocore.session
+    from botocore.serialize import create_serializer
+
+    model = botocore.session.get_session().get_service_model("ec2").operation_model(operation)
+    return {k: str(v) for k, v in create_serializer("ec2").serialize_to_request(params, model)["body"].items()}
+
+
+def test_a_role_made_before_the_boundary_gets_it_on_the_next_up(xc, aws) -> None:
+    import boto3
+
+    from provisioner.providers.aws_role import TRUST
+
+    iam = boto3.client("iam", region_name="us-east-1")
+    iam.create_role(RoleName=ROLE, AssumeRolePolicyDocument=json.dumps(TRUST))
+    assert xc("up", "--name", "t1", "--nodes", "1").code == 0
+    assert iam.get_role(RoleName=ROLE)["Role"]["PermissionsBoundary"]["PermissionsBoundaryArn"].endswith(
+        ":policy/xeoncluster-boundary")

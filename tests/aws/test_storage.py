@@ -5,6 +5,7 @@ through StorageSync to S3 and back."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import boto3
@@ -39,6 +40,11 @@ def test_up_makes_the_account_bucket_locked_down_and_down_keeps_it(xc, ec2, aws)
     lifecycle = client.get_bucket_lifecycle_configuration(Bucket=BUCKET)["Rules"]
     assert lifecycle[0]["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 7}
     assert {"Key": "xeoncluster:storage", "Value": "runs"} in client.get_bucket_tagging(Bucket=BUCKET)["TagSet"]
+    ownership = client.get_bucket_ownership_controls(Bucket=BUCKET)["OwnershipControls"]["Rules"]
+    assert ownership == [{"ObjectOwnership": "BucketOwnerEnforced"}]  # ACLs disabled
+    statement = json.loads(client.get_bucket_policy(Bucket=BUCKET)["Policy"])["Statement"][0]
+    assert statement["Effect"] == "Deny" and statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert statement["Resource"] == [f"arn:aws:s3:::{BUCKET}", f"arn:aws:s3:::{BUCKET}/*"]
     client.put_object(Bucket=BUCKET, Key="t1/runs/r1/results/metrics.json", Body=b"{}")
     down = xc("down", "--name", "t1")
     assert down.code == 0 and f"s3://{BUCKET}" in down.out + down.err
@@ -114,7 +120,7 @@ def checkpoint(run_dir: Path, step: int) -> None:
 
 def test_checkpoints_go_to_s3_newest_kept_and_come_back(aws, tmp_path: Path) -> None:
     s3().create_bucket(Bucket="team-runs")
-    location = aws_storage.parse_s3_url("s3://team-runs/ml")
+    location = replace(aws_storage.parse_s3_url("s3://team-runs/ml"), owner=ACCOUNT)
     storage = aws_storage.S3Storage(s3(), location)
     run_dir = tmp_path / "run"
     sync = StorageSync(storage, "a", "r1", OnMaster(run_dir), keep=2, logs=[], report=print)
@@ -130,8 +136,8 @@ def test_checkpoints_go_to_s3_newest_kept_and_come_back(aws, tmp_path: Path) -> 
 
 
 def test_resolve_without_create_makes_no_bucket(aws) -> None:
-    location = aws_storage.resolve(s3(), "auto", ACCOUNT, REGION, create=False)
-    assert location.url == f"s3://{BUCKET}"
+    location = aws_storage.resolve(s3(), "auto", ACCOUNT, REGION, create=False, report=print)
+    assert location.url == f"s3://{BUCKET}" and location.owner == ACCOUNT
     assert s3().list_buckets()["Buckets"] == []
     with pytest.raises(ConfigError, match="does not exist"):
-        aws_storage.resolve(s3(), "s3://not-here/x", ACCOUNT, REGION, create=False)
+        aws_storage.resolve(s3(), "s3://not-here/x", ACCOUNT, REGION, create=False, report=print)

@@ -1,6 +1,8 @@
 """Users' own scripts on a real 2-node local cluster, world size 2, as a new user runs them: the three
 kinds in examples/ (plain torch DDP, HF Trainer, accelerate) run unchanged and their output comes back;
-a Trainer script survives a node that gives notice with 0 steps lost; bad input is one line, exit 2."""
+a Trainer script survives a node that gives notice with 0 steps lost; bad input is one line, exit 2; a --data
+file named like shell code stays a name, --env values leave the cluster with their run, and a workdir's
+secret-looking files stay on this machine unless named."""
 from __future__ import annotations
 
 import json
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from provisioner.workdir import scan
 from tests.e2e.conftest import LocalEnv
 from tests.e2e.test_recovery import wait_for_end
 
@@ -143,3 +146,76 @@ def test_bad_script_input_is_one_line_and_starts_nothing(local_env: LocalEnv, cl
 def test_a_module_that_is_not_there_is_one_line(local_env: LocalEnv, cluster: str, tmp_path: Path) -> None:
     failed = local_env.cli("train", "-m", "not_a_module_here", "--workdir", str(tmp_path), "--name", cluster)
     assert failed.code == 2 and "-m not_a_module_here: no such module in the workdir" in failed.err
+
+
+def rank0(env: LocalEnv, cluster: str, run: str) -> object:
+    return json.loads((results(env, cluster, run) / "rank0.json").read_text())
+
+
+def node_listing(env: LocalEnv, cluster: str, command: str) -> list[str]:
+    out = env.ok("exec", "--name", cluster, "--", command).out
+    return [line.split(" | ", 1)[-1] for line in out.splitlines()]  # without each line's `node |` label
+
+
+def test_a_data_file_whose_name_is_shell_code_stays_a_name(local_env: LocalEnv, cluster: str, tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "job").mkdir()
+    odd = tmp_path / "data" / "a$(touch xc-pwned)b.csv"
+    odd.write_text("1,2\n")
+    (tmp_path / "job" / "read.py").write_text(
+        "import json, os\n"
+        "folder = os.environ['XC_DATA_DIR']\n"
+        "names = sorted(os.listdir(folder))\n"
+        "seen = {'names': names, 'text': open(os.path.join(folder, names[0])).read()}\n"
+        "json.dump(seen, open(os.path.join(os.environ['XC_OUTPUT_DIR'], f\"rank{os.environ['RANK']}.json\"), 'w'))\n")
+    local_env.ok("train", str(tmp_path / "job" / "read.py"), "--data", str(odd), "--name", cluster, "--run", "oddname")
+    assert rank0(local_env, cluster, "oddname") == {"names": [odd.name], "text": "1,2\n"}
+    assert not [line for line in node_listing(local_env, cluster, "ls -A ~ ~/xeoncluster") if "xc-pwned" in line]
+
+
+SECRET = "xc-secret-7f3e1b"
+
+
+@pytest.mark.parametrize(("run", "code"), [("envok", 0), ("envfail", 3)])
+def test_env_values_leave_the_cluster_with_their_run(local_env: LocalEnv, cluster: str, tmp_path: Path, run: str,
+                                                     code: int) -> None:
+    """After a run that succeeded or failed, no --env value is left: not in the agent's run folder (its env
+    file), nor on the nodes, nor in storage, results or any log."""
+    (tmp_path / "env.py").write_text(
+        "import json, os, sys\n"
+        "seen = {'length': len(os.environ['SECRET_X'])}\n"
+        "json.dump(seen, open(os.path.join(os.environ['XC_OUTPUT_DIR'], f\"rank{os.environ['RANK']}.json\"), 'w'))\n"
+        "sys.exit(int(os.environ['EXIT_WITH']))\n")
+    done = local_env.cli("train", str(tmp_path / "env.py"), "--name", cluster, "--run", run,
+                         "--env", f"SECRET_X={SECRET}", "--env", f"EXIT_WITH={code}")
+    assert (done.code == 0) == (code == 0), done.err
+    folder = local_env.home / "clusters" / cluster / "runs" / run
+    assert folder.is_dir() and not (folder / "env").exists()
+    if code == 0:
+        assert rank0(local_env, cluster, run) == {"length": len(SECRET)}
+    kept = [str(p) for p in local_env.home.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
+    assert kept == []  # the agent's run folder, storage, results, the CLI's logs
+    look = f"ls -A ~/xeoncluster/runs/{run}; grep -rl {SECRET} ~/xeoncluster; true"
+    on_nodes = node_listing(local_env, cluster, look)
+    assert "env" not in on_nodes and not [line for line in on_nodes if "/" in line], on_nodes
+
+
+def test_a_workdirs_secrets_stay_home_unless_named(local_env: LocalEnv, cluster: str, tmp_path: Path) -> None:
+    (tmp_path / "files.py").write_text(
+        "import json, os\n"
+        "seen = sorted(os.listdir(os.environ['XC_WORKDIR']))\n"
+        "json.dump(seen, open(os.path.join(os.environ['XC_OUTPUT_DIR'], f\"rank{os.environ['RANK']}.json\"), 'w'))\n")
+    (tmp_path / ".env").write_text("TOKEN=xc-dotenv-value\n")
+    script = str(tmp_path / "files.py")
+    before = json.loads(local_env.ok("runs", "--name", cluster, "--json").out)
+    refused = local_env.cli("train", script, "--name", cluster)
+    line = refused.err.strip().splitlines()[-1]
+    assert refused.code == 2 and line.startswith("error: ") and ".env" in line and "--include-secret" in line, \
+        refused.err
+    assert json.loads(local_env.ok("runs", "--name", cluster, "--json").out) == before
+    local_env.ok("train", script, "--name", cluster, "--run", "noenvfile", "--exclude", ".env")
+    assert ".env" not in rank0(local_env, cluster, "noenvfile")  # type: ignore[operator]
+    sent = scan(tmp_path, excludes=(".env",)).digest
+    assert ".env" not in node_listing(local_env, cluster, f"ls -A ~/xeoncluster/work/{sent}/")
+    local_env.ok("train", script, "--name", cluster, "--run", "envfile", "--include-secret", ".env")
+    assert ".env" in rank0(local_env, cluster, "envfile")  # type: ignore[operator]

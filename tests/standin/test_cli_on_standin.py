@@ -144,16 +144,16 @@ def start_train(cli: Cli, run: str, steps: int, save_steps: int, until: int) -> 
     return train
 
 
-def run_record(cli: Cli, run: str) -> dict[str, Any] | None:
-    listed = cli("runs", "--name", CLUSTER, "--json")
+def run_record(cli: Cli, run: str, name: str = CLUSTER) -> dict[str, Any] | None:
+    listed = cli("runs", "--name", name, "--json")
     records = {r["run"]: r for r in json.loads(listed.stdout or "[]")} if listed.returncode == 0 else {}
     return records.get(run)
 
 
-def wait_for_end(cli: Cli, run: str, timeout: float = 900) -> dict[str, Any]:
+def wait_for_end(cli: Cli, run: str, timeout: float = 900, name: str = CLUSTER) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        record = run_record(cli, run)
+        record = run_record(cli, run, name)
         if record and record["state"] in ("succeeded", "failed", "cancelled"):
             return record
         time.sleep(2)
@@ -221,8 +221,44 @@ def test_without_capacity_for_a_replacement_the_run_stops_and_says_how_to_resume
     assert "run nocap failed: lost node2 and could not replace it" in line and "checkpoints are kept" in line, \
         out[-3000:]
     assert "--run nocap --resume" in line
-    cli.ok("up", "--name", CLUSTER)  # capacity is back: the lost node is replaced
+
+
+REWRITE_AGENT_STATE = '''
+import json, pathlib, sys
+folder = pathlib.Path.home() / sys.argv[1]
+state = json.loads((folder / "state.json").read_text())
+state["nodes"][1]["ssh_host"] = "203.0.113.7\\nHost *\\n  ProxyCommand touch /tmp/xc-pwned"
+state["nodes"].append({**state["nodes"][1], "name": "node9", "id": "i-0123456789abcdef0",
+                       "ssh_host": "203.0.113.9"})
+(folder / "state.json").write_text(json.dumps(state))
+other = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOk3T5gWHaHYtmgOsdz0Wv5N7n6y0oQz0eDq9dRkr0n1"
+(folder / "known_hosts").write_text("node0," + state["nodes"][0]["ssh_host"] + " " + other + "\\n"
+                                    + "node9,203.0.113.9 " + other + "\\n")
+'''
+
+
+def test_the_laptop_takes_nothing_from_a_master_that_rewrites_its_state(cli: Cli) -> None:
+    """Anything on the master (the user's script, a package it installed) can rewrite the agent's
+    state and pins. With the node set changed (node2 is gone), `status` and `up` must still take node
+    records from EC2 and host keys from the laptop's pins and the instances' consoles, never from there."""
+    from provisioner.agent.host import AGENT_HOME
+
+    files = cli.home / "clusters" / CLUSTER
+    pins = (files / "known_hosts").read_text()
+    on(cli, "node0", f"~/venv/bin/python -c {shlex.quote(REWRITE_AGENT_STATE)} {AGENT_HOME}/clusters/{CLUSTER}")
+    assert cli("status", "--name", CLUSTER).returncode == 1  # node2 is still gone
+    assert (files / "known_hosts").read_text() == pins
+    cli.ok("up", "--name", CLUSTER)  # capacity is back: the lost node is replaced, its key from the console
     assert len(instances()) == 3
+    config = (files / "ssh_config").read_text()
+    assert "ProxyCommand" not in config and "node9" not in config and "203.0.113" not in config
+    resolved = subprocess.run(["ssh", "-G", "-F", str(files / "ssh_config"), "node1"], capture_output=True,
+                              text=True, check=True).stdout
+    assert "proxycommand" not in resolved and f"hostname {cli.state()['nodes'][1]['ssh_host']}" in resolved
+    after = {line.split(",")[0]: line.split(" ", 1)[1] for line in (files / "known_hosts").read_text().splitlines()}
+    before = {line.split(",")[0]: line.split(" ", 1)[1] for line in pins.splitlines()}
+    assert set(after) == {"node0", "node1", "node2"} and after["node0"] == before["node0"]
+    assert after["node1"] == before["node1"] and after["node2"] != before["node2"]
 
 
 def durable_steps(cli: Cli, run: str) -> list[int]:
@@ -327,3 +363,39 @@ def test_down_leaves_nothing_and_purge_removes_the_layers(standin: Any, cli: Cli
         time.sleep(0.5)
     assert list(standin.paths.instances.iterdir()) == []
     assert len(set(standin.paths.layers.iterdir())) < len(layers_before) or not layers_before
+
+
+def test_right_after_a_cold_up_the_master_replaces_a_noticed_worker_while_the_image_bakes(
+        standin: Any, cli: Cli) -> None:
+    """The default image strategy (parallel): every node starts from the base AMI and the image bakes in
+    the background, for minutes on EC2. A worker noticed in that window is replaced by the agent from
+    the base AMI, with nothing but its role (which has no SSM access) and the state `up` handed it."""
+    parallel = cli.home / "parallel.yaml"
+    parallel.write_text(cli.config.read_text().replace("image_strategy: bake-first\n", ""))
+    fresh = Cli(cli.home, parallel)
+    standin.script("faults", "ami_seconds=24000")  # 240 s at this scale: pending all through the run
+    try:
+        up = fresh.ok("up", "--name", "sicp", "--nodes", "2")
+    finally:
+        standin.script("faults", "ami_seconds=120")
+    assert "==> start baking the image in the background" in up.stderr
+    base = fresh.state("sicp")["image"]["base"]
+    assert base and {i["ImageId"] for i in instances("sicp")} == {base}
+    fresh.ok("train", "squad", "--name", "sicp", "--demo", "--run", "early", "--detach", "--",
+             "--max-steps", "400", "--save-steps", "50")
+    deadline = time.monotonic() + 600
+    while (run_record(fresh, "early", "sicp") or {}).get("step", 0) < 30:
+        assert time.monotonic() < deadline, "the run did not start"
+        time.sleep(1)
+    [pending] = boto3.client("ec2").describe_images(Owners=["self"], Filters=[
+        {"Name": "tag:xeoncluster:cluster", "Values": ["sicp"]}])["Images"]
+    assert pending["State"] == "pending"
+    standin.script("interrupt", fresh.node_id("node1", "sicp"), "90")
+    record = wait_for_end(fresh, "early", name="sicp")
+    assert record["state"] == "succeeded" and record["restarts"] == 1, record
+    replaced = {n["name"]: n["id"] for n in fresh.state("sicp")["nodes"]}
+    live = {i["InstanceId"]: i["ImageId"] for i in instances("sicp")}
+    assert set(live.values()) == {base} and set(replaced.values()) == set(live)
+    calls = json.loads(standin.script("status").stdout)["role_calls"]
+    assert not [c for c in calls["denied"] if c.startswith("xeoncluster-sicp")], calls
+    fresh.ok("down", "--name", "sicp", "--purge-images")

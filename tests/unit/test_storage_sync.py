@@ -121,7 +121,7 @@ def test_folder_storage_keys_cannot_leave_the_folder(tmp_path: Path) -> None:
         storage.put_text("../outside.txt", "x")
 
 
-def test_resume_on_a_cluster_of_another_name_copies_the_checkpoint_under_its_own_prefix(tmp_path: Path) -> None:
+def test_resume_from_a_named_cluster_copies_the_checkpoint_under_its_own_prefix(tmp_path: Path) -> None:
     from provisioner.commands.train_storage import stored_checkpoint
     from provisioner.config import ClusterConfig
     from provisioner.context import CommandContext
@@ -136,7 +136,9 @@ def test_resume_on_a_cluster_of_another_name_copies_the_checkpoint_under_its_own
     assert sync.close(30)
     config = ClusterConfig.model_validate({"name": "c2", "provider": "local"})
     ctx = CommandContext(config, StateDir("c2", tmp_path / "home"), LocalProvider(tmp_path / "root"), Reporter())
-    assert stored_checkpoint(ctx, storage.location, "r1") == 80
+    assert stored_checkpoint(ctx, storage.location, "r1") is None  # c1's run, not named: not taken
+    assert durable_steps(storage, "c2/runs/r1") == []
+    assert stored_checkpoint(ctx, storage.location, "r1", source="c1") == 80
     assert durable_steps(storage, "c2/runs/r1") == [80]
     assert durable_steps(storage, "c1/runs/r1") == [40, 80]   # the other cluster's copy stays
-    assert stored_checkpoint(ctx, storage.location, "nothing-like-it") is None
+    assert stored_checkpoint(ctx, storage.location, "nothing-like-it", source="c1") is None
