@@ -1,4 +1,4 @@
-"""`xeoncluster policy`: print the IAM policy (or the permissions boundary) for an AWS account."""
+"""`xeoncluster policy`: print the access policy (or the permissions boundary) a provider's account needs."""
 from __future__ import annotations
 
 from typing import Any
@@ -15,7 +15,7 @@ from .group import CONTEXT, cli, cluster_options, command_context
 @click.option("--boundary", is_flag=True,
               help="print the permissions boundary every role xeoncluster creates carries (an administrator "
                    "creates it once per account), not your own policy")
-@click.option("--account", metavar="ID", help="AWS account id (default: your credentials' account)")
+@click.option("--account", metavar="ID", help="the account id (default: your credentials' account)")
 @click.pass_context
 def policy(ctx: click.Context, boundary: bool, account: str | None, **opts: Any) -> None:
     """Print the IAM policy xeoncluster needs on AWS, as JSON ready to paste; what to do with it goes
@@ -26,7 +26,9 @@ def policy(ctx: click.Context, boundary: bool, account: str | None, **opts: Any)
     xeoncluster policy --boundary   the permissions boundary xeoncluster-boundary, and the aws CLI
                                     command that creates it
     """
-    context = None if account is not None else command_context(ctx, opts, {"provider": "aws"})
-    printed = policy_cmd.policy(context, account, boundary)
+    chosen = opts.get("provider") or (ctx.find_root().obj or {}).get("globals", {}).get("provider")
+    spec = policy_cmd.policy_provider(chosen)
+    context = None if account is not None else command_context(ctx, opts, {"provider": spec.name})
+    printed = policy_cmd.policy(spec, context, account, boundary)
     render.as_json(printed.document)
     click.echo(f"# {printed.how}", err=True)

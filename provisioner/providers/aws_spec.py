@@ -75,4 +75,5 @@ AWS = ProviderSpec(
     complete=complete,
     factory="provisioner.providers.aws_spec:make",
     up_minutes=15.0,  # a first bake of a 100 GiB root volume, and the nodes' boots
+    access_documents="provisioner.providers.aws_access:access_documents",
 )

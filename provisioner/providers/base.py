@@ -259,6 +259,10 @@ class Provider(ABC):
         """Start an image and return its id without waiting. Not supported: see bakes_in_background."""
         raise ProviderError(f"the {self.name} provider cannot bake in the background")
 
+    def account_id(self) -> str:
+        """The account the provider's credentials act in, where it has accounts."""
+        raise ConfigError(f"the {self.name} provider has no account", hint="pass --account ID")
+
     def remove_node(self, cluster: ClusterConfig, node: Node) -> Removed:
         """Not supported: nodes can only be removed with the whole cluster."""
         raise ProviderError(f"the {self.name} provider cannot remove a single node",

@@ -38,6 +38,9 @@ class ProviderSpec:
     factory: str = ""              # "module:function" that builds the provider from a config
     # What a cold `up` can take on this provider: a `max_hours` deadline shorter than that is refused.
     up_minutes: float = 2.0
+    # "module:function(account, boundary) -> (document, how)": the access policy (or the permissions
+    # boundary) an account needs to run this provider; "" where it needs none.
+    access_documents: str = ""
 
     def make(self, config: ClusterConfig, events: Callable[[str], None]) -> Provider:
         module, _, function = self.factory.partition(":")
