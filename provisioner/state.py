@@ -62,6 +62,9 @@ class ClusterRecord(BaseModel):
     created_at: float = Field(default_factory=time.time)
     replaced: list[str] = Field(default_factory=list)  # nodes replaced since `up` created the cluster
     storage: StorageLocation | None = None  # where runs keep what must outlive the nodes
+    # Who made the cluster, as the provider tags it (AWS: the creator's UserId): the run agent on the
+    # master launches replacements for that owner, and the master's role requires it on its launches.
+    owner: str | None = None
 
     @property
     def ready(self) -> bool:

@@ -80,6 +80,8 @@ class IamGate:
         asked = questions(request, ACCOUNT, self.lookup_for(request.region), caller.principal or caller.arn)
         common = {"aws:PrincipalArn": [caller.principal or caller.arn], "aws:PrincipalAccount": [ACCOUNT],
                   "aws:RequestedRegion": [request.region]}
+        if caller.user_id:  # what `${aws:userid}` in a policy becomes
+            common["aws:userid"] = [caller.user_id]
         return [replace(q, context={**common, **q.context}) for q in asked]
 
 

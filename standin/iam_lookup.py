@@ -37,6 +37,10 @@ class Lookup:
         """The ARN of the role in an instance profile, by the profile's name or ARN."""
         return None
 
+    def profile_tags(self, profile: str) -> Mapping[str, str]:
+        """The tags of an instance profile, by its name."""
+        return {}
+
     def bucket_account(self, bucket: str) -> str | None:
         return None
 

@@ -54,8 +54,9 @@ def request_tag_keys(request_tags: Mapping[str, str]) -> dict[str, Values]:
 
 
 def resource_tag_keys(resource_tags: Mapping[str, str], service: str) -> dict[str, Values]:
-    """EC2 has its own `ec2:ResourceTag/...` besides the global `aws:ResourceTag/...`."""
+    """EC2 and IAM have their own `ec2:ResourceTag/...` / `iam:ResourceTag/...` besides the global
+    `aws:ResourceTag/...`."""
     keys: dict[str, Values] = {f"aws:ResourceTag/{k}": [v] for k, v in resource_tags.items()}
-    if service == "ec2":
-        keys |= {f"ec2:ResourceTag/{k}": [v] for k, v in resource_tags.items()}
+    if service in ("ec2", "iam"):
+        keys |= {f"{service}:ResourceTag/{k}": [v] for k, v in resource_tags.items()}
     return keys

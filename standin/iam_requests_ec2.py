@@ -207,12 +207,14 @@ def _profile(params: Mapping[str, str]) -> str | None:
 
 
 def _pass_role(request: Ec2Request) -> list[Question]:
-    """Launching with an instance profile passes its role to EC2."""
+    """Launching with an instance profile passes its role to EC2 (asked with the role's tags)."""
     profile = _profile(request.params)
     role = request.lookup.profile_role(profile) if profile else None
     if role is None:
         return []
+    facts = request.lookup.role(role.rsplit("/", 1)[-1])
     return [Question("iam:PassRole", role, {"iam:PassedToService": [EC2_SERVICE],
+                                            **resource_tag_keys(facts.tags if facts else {}, "iam"),
                                             "iam:AssociatedResourceArn": [request.arn("instance", "*")]})]
 
 

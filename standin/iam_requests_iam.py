@@ -1,10 +1,11 @@
 """The authorization questions an IAM request asks, as in AWS's Service Authorization Reference for IAM.
 
 Role calls are asked on `arn:aws:iam::ACCOUNT:role/PATH/NAME` with the role's `aws:ResourceTag/...`
-and `iam:PermissionsBoundary`: the boundary the request sets (CreateRole,
+(and `iam:ResourceTag/...`) and `iam:PermissionsBoundary`: the boundary the request sets (CreateRole,
 PutRolePermissionsBoundary) or the one the role has (PutRolePolicy, DeleteRolePolicy,
 Attach/DetachRolePolicy, DeleteRolePermissionsBoundary). Tags given at creation are also asked as
-TagRole / TagInstanceProfile. AddRoleToInstanceProfile also needs `iam:PassRole` on the role.
+TagRole / TagInstanceProfile. Instance profile calls carry the profile's tags the same way.
+AddRoleToInstanceProfile also needs `iam:PassRole` on the role, with the role's tags.
 Policy calls are asked on the policy's ARN, user calls on the user's.
 """
 from __future__ import annotations
@@ -97,12 +98,14 @@ def _role(request: IamRequest) -> list[Question]:
 
 def _profile(request: IamRequest) -> list[Question]:
     params = request.params
-    questions = request.asked(request.arn("instance-profile", params.get("InstanceProfileName", "")), {})
+    name = params.get("InstanceProfileName", "")
+    existing = request.lookup.profile_tags(name) if request.action != "CreateInstanceProfile" else {}
+    questions = request.asked(request.arn("instance-profile", name), resource_tag_keys(existing, "iam"))
     if request.action == "AddRoleToInstanceProfile":
         role = request.lookup.role(params.get("RoleName", ""))
         role_arn = role.arn if role else f"arn:aws:iam::{request.account}:role/{params.get('RoleName', '')}"
         # AWS documents this call as needing PassRole; an instance profile only ever goes to EC2.
         questions.append(Question("iam:PassRole", role_arn, {
-            "iam:PassedToService": [EC2_SERVICE],
+            "iam:PassedToService": [EC2_SERVICE], **resource_tag_keys(role.tags if role else {}, "iam"),
             "iam:AssociatedResourceArn": [f"arn:aws:ec2:*:{request.account}:instance/*"]}))
     return questions

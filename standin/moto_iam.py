@@ -25,6 +25,9 @@ class Caller:
     policies: tuple[dict[str, Any], ...]
     principal: str = ""               # the role's or user's own ARN (aws:PrincipalArn)
     boundary: tuple[dict[str, Any], ...] | None = None  # None: no permissions boundary
+    # aws:userid, what sts GetCallerIdentity answers as UserId: a user's unique id, a session's
+    # ROLEID:SESSION (moto's ids, so the gate and moto's sts agree)
+    user_id: str = ""
 
     @property
     def name(self) -> str:
@@ -108,8 +111,9 @@ def _session_caller(iam: Any, access_key_id: str) -> Caller | None:
     try:
         role = iam.get_role_by_arn(assumed.role_arn)
     except Exception:  # noqa: BLE001 - moto raises its own not-found types; a deleted role allows nothing
-        return Caller(assumed.arn, (), assumed.role_arn)
-    return Caller(assumed.arn, _policies(role), str(role.arn), _boundary(iam, role.permissions_boundary_arn))
+        return Caller(assumed.arn, (), assumed.role_arn, user_id=assumed.user_id)
+    return Caller(assumed.arn, _policies(role), str(role.arn), _boundary(iam, role.permissions_boundary_arn),
+                  assumed.user_id)
 
 
 def _user_caller(iam: Any, access_key_id: str) -> Caller | None:
@@ -120,7 +124,7 @@ def _user_caller(iam: Any, access_key_id: str) -> Caller | None:
     policies = _policies(user) + tuple(doc for group in groups for doc in _policies(group))
     # moto keeps no permissions boundary for users (PutUserPermissionsBoundary is not implemented).
     boundary = _boundary(iam, getattr(user, "permissions_boundary_arn", None))
-    return Caller(str(user.arn), policies, str(user.arn), boundary)
+    return Caller(str(user.arn), policies, str(user.arn), boundary, str(user.id))
 
 
 def _boundary(iam: Any, arn: str | None) -> tuple[dict[str, Any], ...] | None:

@@ -71,6 +71,10 @@ class MotoLookup(Lookup):
             return None
         return str(found.roles[0].arn) if found.roles else None
 
+    def profile_tags(self, profile: str) -> Mapping[str, str]:
+        found = self._iam().instance_profiles.get(profile)
+        return {t["Key"]: t["Value"] for t in found.tags} if found is not None else {}
+
     def bucket_account(self, bucket: str) -> str | None:
         from moto.s3.models import s3_backends
 

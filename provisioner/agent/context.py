@@ -18,5 +18,8 @@ def agent_context(cluster: str) -> CommandContext:
     if record is None:
         raise XeonClusterError(f"no state for cluster '{cluster}' in {state.path}")
     ctx = make_context(load_config(None, record.config))
+    # What the agent launches belongs to the user who made the cluster, not to the master's role (a
+    # cluster made before owners were recorded has none, and its launches carry no owner tag).
+    ctx.provider.act_for(record.owner or "")
     ctx.reporter = Reporter(stream=sys.stderr, fancy=False)
     return ctx

@@ -99,7 +99,8 @@ def _clean_leftovers(ctx: CommandContext) -> None:
 def _create(ctx: CommandContext, notes: list[str], image: ImagePlan, keep_on_failure: bool,
             bake_lock: BakeLock) -> UpResult:
     cfg, state, reporter = ctx.config, ctx.state, ctx.reporter
-    record = ClusterRecord(name=cfg.name, provider=cfg.provider, config=cfg.model_dump(mode="json"))
+    record = ClusterRecord(name=cfg.name, provider=cfg.provider, config=cfg.model_dump(mode="json"),
+                           owner=ctx.provider.owner())
     state.save(record)
     forget_removal(cfg.name)  # the name is in use again
     reporter.attach_log(state.new_log("up"))

@@ -10,6 +10,7 @@ import time
 from dataclasses import replace
 
 from ..context import CommandContext
+from ..errors import ProviderError
 from ..image import ImageAction, ImagePlan
 
 
@@ -20,7 +21,11 @@ def settle(ctx: CommandContext, plan: ImagePlan) -> ImagePlan:
     reporter = ctx.reporter
     if pending.failed:
         reporter.warn(f"image {pending.id} of this key failed to bake; removing it and baking again")
-        ctx.provider.remove_image(pending.id)
+        try:
+            ctx.provider.remove_image(pending.id)
+        except ProviderError as exc:
+            # Another user's failed bake, say: the image is its maker's to remove, and harmless beside a new one.
+            reporter.warn(f"image {pending.id} stays ({exc.message}); baking a new one beside it")
         return replace(plan, pending=None)
     if pending.worth_waiting(time.time()):
         budget = float(pending.configure_seconds or 0)

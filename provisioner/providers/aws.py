@@ -19,6 +19,7 @@ from . import (
     aws_images,
     aws_instances,
     aws_network,
+    aws_owner,
     aws_plan,
     aws_prepare,
     aws_role,
@@ -75,6 +76,7 @@ class AwsProvider(Provider):
         self.profile = profile
         self.events = events
         self.clients = AwsClients(region, profile)
+        self.identity = aws_owner.CallerIdentity(lambda: self.clients.client("sts").get_caller_identity())
         self._caller_ip = caller_ip or checkip_caller_ip
         self._resolved_cidrs: dict[str, str] = {}
         # Waiter pacing and the sleep used between retries; tests shorten them.
@@ -108,21 +110,19 @@ class AwsProvider(Provider):
     # -- prepare: a pipeline of small named steps (aws_prepare.py) -----------------------------
     def prepare(self, cluster: ClusterConfig, public_key: str) -> Prepared:
         with translated(f"preparing cluster {cluster.name} in {self.region}"):
-            return aws_prepare.prepare(self.ec2, cluster, public_key, self.ssh_cidr(cluster), self.events)
-
-    def _find_network(self, cluster: ClusterConfig) -> Network:
-        return aws_prepare.find_network(self.ec2, cluster)
+            return aws_prepare.prepare(self.ec2, cluster, public_key, self.ssh_cidr(cluster), self.events,
+                                       self.owner())
 
     def prepare_agent_access(self, cluster: ClusterConfig, network: Network | None, image_key: str | None,
                              storage: StorageLocation | None) -> list[str]:
         """The master's role and instance profile, scoped to this cluster and its storage (aws_role.py)."""
         with translated(f"preparing the master's role for {cluster.name}"):
-            network = network or self._find_network(cluster)
+            network = network or aws_prepare.find_network(self.ec2, cluster)
             prefix = (storage.bucket, storage.cluster_key(cluster.name)) if storage and storage.bucket else None
             scope = aws_role.RoleScope(
                 cluster.name, self.region, self.account_id(), str(network.security_group_id),
                 tuple(network.subnets.values()), self._base_image_id(cluster), image_key, prefix,
-                tuple(cluster.instance_types))
+                tuple(cluster.instance_types), self.owner())
             result = aws_role.ensure_master_role(self.clients.client("iam"), scope)
         self.events(f"role {result.name} for the master's run agent: {'created' if result.created else 'updated'}")
         return [result.name] if result.created else []
@@ -148,8 +148,14 @@ class AwsProvider(Provider):
         return aws_storage.S3Storage(self.clients.client("s3"), replace(location, owner=owner))
 
     def account_id(self) -> str:
-        with translated("reading the AWS identity"):
-            return str(self.clients.client("sts").get_caller_identity()["Account"])
+        return self.identity.account()
+
+    def owner(self) -> str:
+        """The caller's UserId, every resource's owner tag (aws_owner.py); the run agent's: its user's."""
+        return self.identity.owner()
+
+    def act_for(self, owner: str | None) -> None:
+        self.identity.acting_for = owner
 
     # -- images ----------------------------------------------------------------------------
     def base_image(self, cluster: ClusterConfig) -> BaseImage:
@@ -191,7 +197,7 @@ class AwsProvider(Provider):
     def start_bake(self, cluster: ClusterConfig, node: Node, key: str,
                    on_snapshot: Callable[[], None] | None = None, configure_seconds: float | None = None) -> str:
         with translated(f"baking an image from {node.name} ({node.id})"):
-            image_id = aws_images.start_bake(self.ec2, cluster.name, node.id, key, configure_seconds)
+            image_id = aws_images.start_bake(self.ec2, cluster.name, node.id, key, self.owner(), configure_seconds)
         if on_snapshot is not None:
             on_snapshot()
         self.events(f"image {image_id} is being baked from {node.name} in the background; later ups reuse it")
@@ -205,7 +211,8 @@ class AwsProvider(Provider):
     def bake(self, cluster: ClusterConfig, node: Node, key: str,
              on_snapshot: Callable[[], None] | None = None) -> Image:
         with translated(f"baking an image from {node.name} ({node.id})"):
-            image = aws_images.bake(self.ec2, cluster.name, node.id, key, self.image_wait, self.sleep, on_snapshot)
+            image = aws_images.bake(self.ec2, cluster.name, node.id, key, self.owner(), self.image_wait, self.sleep,
+                                    on_snapshot)
         self.events(f"baked image {image.id} from {node.name} for key {key[:16]}")
         return image
 
@@ -230,7 +237,7 @@ class AwsProvider(Provider):
         self._console_wait = None  # new nodes: a new wait for their host keys
         doing = f"launching {count} {role} node(s) for {cluster.name}"
         with translated(doing):
-            network = network or self._find_network(cluster)
+            network = network or aws_prepare.find_network(self.ec2, cluster)
             spec = self._launch_spec(cluster, network, count, image, role, first_index, base)
             if root_gib is not None:
                 spec = replace(spec, root_gib=root_gib)
@@ -262,7 +269,7 @@ class AwsProvider(Provider):
             cluster=cluster.name, role=role, count=count, first_index=first_index, image_id=image_id,
             root_device=raw_image.get("RootDeviceName", "/dev/sda1"), root_gib=cluster.root_volume_gib,
             key_name=aws_network.resource_name(cluster.name), security_group_id=str(network.security_group_id),
-            subnets=dict(network.subnets),
+            subnets=dict(network.subnets), owner=self.owner(),
             placement_group=aws_network.resource_name(cluster.name) if cluster.placement_group else None,
             instance_profile=self._master_profile(cluster) if role == "master" else None,
             # Whatever address SSH uses, nodes need a way out to apt, PyPI and the Hugging Face hub;
@@ -310,19 +317,12 @@ class AwsProvider(Provider):
 
     # -- teardown --------------------------------------------------------------------------
     def terminate(self, cluster: ClusterConfig) -> Removed:
-        ec2 = self.ec2
-        with translated(f"tearing down {cluster.name} in {self.region}"):
-            instance_ids, linked = aws_teardown.find_instance_ids(ec2, cluster.name)
-            # Cancel first so that no request launches a replacement while we terminate.
-            spot = aws_teardown.cancel_spot_requests(ec2, cluster.name, linked)
-            if instance_ids:
-                aws_teardown.terminate_instances(ec2, instance_ids, self.instance_wait)
-            groups = aws_teardown.delete_security_groups(ec2, cluster.name, self.sleep, self.events)
-            keys = aws_teardown.delete_key_pairs(ec2, cluster.name)
-            placement = aws_teardown.delete_placement_groups(ec2, cluster.name, self.events)
-            roles = aws_role.delete_master_role(self.clients.client("iam"), cluster.name, self.region)
-        removed = Removed({"instances": instance_ids, "spot_requests": spot, "security_group": groups,
-                           "key_pair": keys, "placement_group": placement, "role": roles})
+        try:
+            with translated(f"tearing down {cluster.name} in {self.region}"):
+                removed = aws_teardown.remove_all(self.ec2, self.clients.client("iam"), cluster.name, self.region,
+                                                  self.instance_wait, self.sleep, self.events)
+        except ProviderError as exc:
+            raise aws_owner.not_yours(self.ec2, cluster.name, self.owner(), exc) from exc.__cause__
         counts = ", ".join(f"{len(v)} {k}" for k, v in removed.items.items() if v) or "nothing"
         self.events(f"terminate {cluster.name}: removed {counts}")
         return removed

@@ -3,8 +3,9 @@
 An administrator creates the customer-managed policy `xeoncluster-boundary` once per account
 (`xeoncluster policy --boundary` prints it and the command that creates it). The user's policy lets
 its holder create `xeoncluster-*` roles only with this boundary and never change or remove it, so a
-role given an admin policy still can do no more than the master's run agent needs: launch and
-terminate tagged instances, read EC2, and use the account's `xeoncluster-*` buckets.
+role given an admin policy still can do no more than the master's run agent needs: launch (tagged
+with a cluster and an owner) and terminate tagged instances, read EC2, and use the account's
+`xeoncluster-*` buckets.
 """
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ def boundary_document(account: str) -> Document:
     return document([
         # Describe* and the price list have no resource-level permissions.
         allow("Read", ["ec2:Describe*", "pricing:GetProducts"], "*"),
-        allow("LaunchTagged", ["ec2:RunInstances"], ec2_arns(account, LAUNCHED), request_tagged()),
+        # Tagged with a cluster and an owner (the role's own policy says which: aws_role.py).
+        allow("LaunchTagged", ["ec2:RunInstances"], ec2_arns(account, LAUNCHED), request_tagged(owner=True)),
         allow("TagOnLaunchOnly", ["ec2:CreateTags"], ec2_arns(account, LAUNCHED),
               {"StringEquals": {"ec2:CreateAction": "RunInstances"}}),
         allow("LaunchInAccountNetwork", ["ec2:RunInstances"], ec2_arns(account, ("network-interface", "subnet"))),

@@ -21,7 +21,7 @@ from botocore.exceptions import (
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
 from ..errors import ConfigError, ProviderError
-from .base import TAG_CLUSTER, TAG_IMAGE_KEY, TAG_ROLE
+from .base import TAG_CLUSTER, TAG_IMAGE_KEY, TAG_OWNER, TAG_ROLE
 
 TAG_INDEX_BASE = "xeoncluster:index-base"
 TAG_KEY_DIGEST = "xeoncluster:public-key-sha256"
@@ -190,8 +190,10 @@ def provider_error(doing: str, exc: BaseException) -> ProviderError:
     return ProviderError(f"{doing}: {error_text(exc)}")
 
 
-def cluster_tags(cluster: str, role: str, **extra: str) -> list[dict[str, str]]:
-    tags = {TAG_CLUSTER: cluster, TAG_ROLE: role, **extra}
+def cluster_tags(cluster: str, role: str, owner: str, **extra: str) -> list[dict[str, str]]:
+    """`owner`: the creating identity's UserId (aws_owner.py), which the user's policy requires; empty
+    only for the run agent of a cluster made before owners were recorded."""
+    tags = {TAG_CLUSTER: cluster, TAG_ROLE: role, **({TAG_OWNER: owner} if owner else {}), **extra}
     return [{"Key": k, "Value": v} for k, v in tags.items()]
 
 

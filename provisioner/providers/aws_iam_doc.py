@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import TAG_CLUSTER
+from .base import TAG_CLUSTER, TAG_OWNER
 
 Document = dict[str, Any]
 # Canonical's account: the owner of the public Ubuntu AMIs that nodes start from.
 CANONICAL = "099720109477"
-# Where EC2 creates a resource by its own name (for CreateTags with ec2:CreateAction).
-CREATING_ACTIONS = ("RunInstances", "CreateSecurityGroup", "ImportKeyPair", "CreatePlacementGroup", "CreateImage")
+# The caller's unique id (an IAM user's AIDA..., a role session's AROA...:SESSION), which the owner tag
+# of everything the tool makes holds (aws_owner.py): a user acts only on what they made.
+CALLER = "${aws:userid}"
 
 
 def allow(sid: str, actions: list[str], resources: str | list[str],
@@ -48,11 +49,27 @@ def ec2_arns(account: str, kinds: tuple[str, ...], region: str = "*") -> list[st
     return [ec2_arn(account, kind, region=region) for kind in kinds]
 
 
-def request_tagged() -> dict[str, Any]:
-    """The request tags the resource it creates with the cluster tag (any cluster)."""
-    return {"Null": {f"aws:RequestTag/{TAG_CLUSTER}": "false"}}
+def request_tagged(owner: bool = False) -> dict[str, Any]:
+    """The request tags the resource it creates with the cluster tag (any cluster); `owner`: and with
+    an owner tag (any owner)."""
+    keys = (TAG_CLUSTER, TAG_OWNER) if owner else (TAG_CLUSTER,)
+    return {"Null": {f"aws:RequestTag/{key}": "false" for key in keys}}
 
 
 def resource_tagged() -> dict[str, Any]:
     """The resource acted on carries the cluster tag (any cluster)."""
     return {"Null": {f"ec2:ResourceTag/{TAG_CLUSTER}": "false"}}
+
+
+def requested_by_caller(also: dict[str, Any] | None = None, cluster: bool = True) -> dict[str, Any]:
+    """The request tags what it creates with the caller as its owner and (`cluster`) with the cluster
+    tag; `also`: more keys the request must equal."""
+    condition: dict[str, Any] = {"StringEquals": {**(also or {}), f"aws:RequestTag/{TAG_OWNER}": CALLER}}
+    return {**condition, **request_tagged()} if cluster else condition
+
+
+def made_by_caller(service: str = "ec2", also: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The resource acted on was made by the caller: its owner tag is the caller's id. The user's policy
+    sets that tag only on creation and only with the cluster tag, so such a resource is the tool's.
+    `also`: more keys the request must equal."""
+    return {"StringEquals": {**(also or {}), f"{service}:ResourceTag/{TAG_OWNER}": CALLER}}

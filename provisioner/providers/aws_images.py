@@ -117,11 +117,12 @@ def _epoch(stamp: str | None) -> float | None:
         return None
 
 
-def start_bake(ec2: Any, cluster: str, instance_id: str, key: str, configure_seconds: float | None = None) -> str:
+def start_bake(ec2: Any, cluster: str, instance_id: str, key: str, owner: str,
+               configure_seconds: float | None = None) -> str:
     """CreateImage and return at once; EC2 finishes the image in the background. `configure_seconds`
     (what configuring a node from the base took) lets a later `up` judge whether waiting pays."""
     extra = {TAG_CONFIGURE_SECONDS: f"{configure_seconds:.0f}"} if configure_seconds is not None else {}
-    tags = cluster_tags(cluster, "image", **{TAG_IMAGE_KEY: key, "Name": f"xeoncluster-{key[:16]}"}, **extra)
+    tags = cluster_tags(cluster, "image", owner, **{TAG_IMAGE_KEY: key, "Name": f"xeoncluster-{key[:16]}"}, **extra)
     made = guarded(f"creating an image of {instance_id}", lambda: ec2.create_image(
         InstanceId=instance_id, Name=image_name(cluster, key), NoReboot=True,
         Description=f"xeoncluster image {key[:16]}", TagSpecifications=tag_specs(tags, "image", "snapshot")))
@@ -138,9 +139,9 @@ def image_name(cluster: str, key: str) -> str:
     return f"xeoncluster-{key[:16]}-{cluster}-{int(time.time())}"
 
 
-def bake(ec2: Any, cluster: str, instance_id: str, key: str, wait: dict[str, int],
+def bake(ec2: Any, cluster: str, instance_id: str, key: str, owner: str, wait: dict[str, int],
          sleep: Callable[[float], None] = time.sleep, on_snapshot: Callable[[], None] | None = None) -> Image:
-    image_id = start_bake(ec2, cluster, instance_id, key)
+    image_id = start_bake(ec2, cluster, instance_id, key, owner)
     try:
         # EBS snapshots are point-in-time at CreateImage: the instance may change from here on.
         if on_snapshot is not None:

@@ -66,6 +66,7 @@ class LaunchSpec:
     subnets: dict[str, str]
     placement_group: str | None
     public_ip: bool
+    owner: str  # the UserId of who made the cluster (the run agent launches for that user too)
     instance_profile: str | None = None  # the master's: its run agent acts on the cluster with it
 
 
@@ -90,7 +91,8 @@ def run_request(spec: LaunchSpec, attempt: Attempt, client_token: str) -> dict[s
     """The run_instances arguments for one attempt: a value that plan and tests can inspect."""
     # One tag set for all instances keeps launch at one mutating call; each node's name is
     # index-base + AmiLaunchIndex, read back by nodes().
-    tags = cluster_tags(spec.cluster, spec.role, **{TAG_INDEX_BASE: str(spec.first_index), "Name": instance_name(spec)})
+    tags = cluster_tags(spec.cluster, spec.role, spec.owner,
+                        **{TAG_INDEX_BASE: str(spec.first_index), "Name": instance_name(spec)})
     kinds = ["instance", "volume"] + (["spot-instances-request"] if attempt.market == "spot" else [])
     request: dict[str, Any] = {
         "ImageId": spec.image_id, "InstanceType": attempt.instance_type,

@@ -106,7 +106,7 @@ def key_digest(public_key: str) -> str:
     return hashlib.sha256(kind_and_body.encode()).hexdigest()
 
 
-def ensure_key_pair(ec2: Any, cluster: str, public_key: str) -> KeyPairResult:
+def ensure_key_pair(ec2: Any, cluster: str, public_key: str, owner: str) -> KeyPairResult:
     name = resource_name(cluster)
     digest = key_digest(public_key)
     existing = _find_key_pair(ec2, name)
@@ -121,7 +121,7 @@ def ensure_key_pair(ec2: Any, cluster: str, public_key: str) -> KeyPairResult:
         # The local key changed (state directory recreated): the old AWS key would lock us out.
         guarded(f"deleting stale key pair {name}", lambda: ec2.delete_key_pair(KeyName=name))
         replaced = True
-    new_tags = cluster_tags(cluster, "key-pair", **{TAG_KEY_DIGEST: digest})
+    new_tags = cluster_tags(cluster, "key-pair", owner, **{TAG_KEY_DIGEST: digest})
     made = guarded(f"importing key pair {name}", lambda: ec2.import_key_pair(
         KeyName=name, PublicKeyMaterial=public_key.encode(), TagSpecifications=tag_specs(new_tags, "key-pair")))
     return KeyPairResult(name, made.get("KeyPairId", name), created=True, replaced=replaced)
@@ -145,14 +145,14 @@ def find_security_group(ec2: Any, cluster: str, vpc_id: str) -> dict[str, Any] |
     return groups[0] if groups else None
 
 
-def ensure_security_group(ec2: Any, cluster: str, vpc_id: str, ssh_cidr: str) -> SecurityGroupResult:
+def ensure_security_group(ec2: Any, cluster: str, vpc_id: str, ssh_cidr: str, owner: str) -> SecurityGroupResult:
     name = resource_name(cluster)
     group = find_security_group(ec2, cluster, vpc_id)
     created = group is None
     if group is None:
         made = guarded(f"creating security group {name}", lambda: ec2.create_security_group(
             GroupName=name, VpcId=vpc_id, Description=f"xeoncluster {cluster}: self and SSH from one address",
-            TagSpecifications=tag_specs(cluster_tags(cluster, "security-group"), "security-group")))
+            TagSpecifications=tag_specs(cluster_tags(cluster, "security-group", owner), "security-group")))
         group = {"GroupId": made["GroupId"], "IpPermissions": []}
     elif tags_of(group).get(TAG_CLUSTER) != cluster:
         raise ProviderError(f"security group '{name}' in {vpc_id} is not tagged {TAG_CLUSTER}={cluster}",
@@ -222,7 +222,7 @@ def describe_placement_groups(ec2: Any, filters: list[dict[str, Any]]) -> list[d
         return None
 
 
-def ensure_placement_group(ec2: Any, cluster: str) -> PlacementGroupResult:
+def ensure_placement_group(ec2: Any, cluster: str, owner: str) -> PlacementGroupResult:
     name = resource_name(cluster)
     groups = ec2.describe_placement_groups(
         Filters=[{"Name": "group-name", "Values": [name]}]).get("PlacementGroups", [])
@@ -230,5 +230,5 @@ def ensure_placement_group(ec2: Any, cluster: str) -> PlacementGroupResult:
         return PlacementGroupResult(name, created=False)
     guarded(f"creating placement group {name}", lambda: ec2.create_placement_group(
         GroupName=name, Strategy="cluster",
-        TagSpecifications=tag_specs(cluster_tags(cluster, "placement-group"), "placement-group")))
+        TagSpecifications=tag_specs(cluster_tags(cluster, "placement-group", owner), "placement-group")))
     return PlacementGroupResult(name, created=True)

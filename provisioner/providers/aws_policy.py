@@ -1,11 +1,13 @@
 """The user's IAM policy: exactly the API actions the AWS provider calls, each scoped as tightly as
 AWS allows, with no path to admin.
 
-Every mutating EC2 call needs the cluster tag on what it creates or acts on; the IAM actions create
-`xeoncluster-*` roles only with the permissions boundary (aws_boundary.py) and may never remove or
-change it; S3 reaches only the account's own `xeoncluster-*` buckets. tests/aws/test_iam_policy.py
-checks the actions against the provider's source and every call a full CLI lifecycle makes, asks
-the stand-in's evaluator what the policy allows, and checks that docs/aws.md shows the same JSON.
+Every mutating EC2 call needs the cluster tag on what it creates or acts on, and the caller as its
+owner (`xeoncluster:owner` = `${aws:userid}`, aws_owner.py): a user acts only on the clusters they
+made. The IAM actions create `xeoncluster-*` roles only with the permissions boundary
+(aws_boundary.py), owned by the caller, and may never remove or change it; S3 reaches only the
+account's own `xeoncluster-*` buckets. tests/aws/test_iam_policy.py checks the actions against the
+provider's source and every call a full CLI lifecycle makes, asks the stand-in's evaluator what the
+policy allows, and checks that docs/aws.md shows the same JSON.
 """
 from __future__ import annotations
 
@@ -13,17 +15,17 @@ import json
 
 from .aws_boundary import LAUNCHED, boundary_arn, image_statements
 from .aws_iam_doc import (
-    CREATING_ACTIONS,
     Document,
     allow,
     deny,
     document,
     ec2_arn,
     ec2_arns,
-    request_tagged,
-    resource_tagged,
+    made_by_caller,
+    requested_by_caller,
 )
 from .aws_images import BASE_IMAGE_PARAMETER
+from .base import TAG_OWNER
 
 ACTIONS: dict[str, tuple[str, ...]] = {
     "ec2": (
@@ -99,11 +101,20 @@ def actions() -> list[str]:
 
 # docs/aws.md shows both policies for this placeholder account.
 DOC_ACCOUNT = "123456789012"
-# EC2 calls on what the tool made: the resource must carry the cluster tag (of any cluster).
+# EC2 calls on what the tool made: the resource must carry the caller as its owner (a tag this policy
+# sets only on creation, and only with the cluster tag).
 EC2_ON_TAGGED = ("TerminateInstances", "GetConsoleOutput", "CancelSpotInstanceRequests", "ModifyVolume",
                  "DeleteKeyPair", "AuthorizeSecurityGroupIngress", "RevokeSecurityGroupIngress", "DeleteSecurityGroup",
                  "DeletePlacementGroup", "CreateImage", "DeregisterImage", "DeleteSnapshot")
-EC2_CREATING = ("ImportKeyPair", "CreateSecurityGroup", "CreatePlacementGroup")
+EC2_CREATING = ("ImportKeyPair", "CreateSecurityGroup", "CreatePlacementGroup", "CreateImage")
+
+IAM_CREATING = ("CreateRole", "CreateInstanceProfile", "TagRole", "TagInstanceProfile")
+# On any `xeoncluster-*` role or profile: reading, and putting the boundary on a role made before
+# there was one (which only narrows it; OnlyWithTheBoundary refuses any other boundary).
+IAM_ANY = ("GetRole", "ListRolePolicies", "GetInstanceProfile", "PutRolePermissionsBoundary")
+# IAM calls on the master's role and profile: the caller must have made them (their owner tag).
+IAM_ON_OWN = ("PutRolePolicy", "DeleteRolePolicy", "DeleteRole", "AddRoleToInstanceProfile",
+              "RemoveRoleFromInstanceProfile", "DeleteInstanceProfile", "PassRole")
 
 
 def policy_document(account: str) -> Document:
@@ -122,19 +133,20 @@ def _ec2_statements(account: str) -> list[Document]:
         # 6,144 characters for a managed policy.
         allow("ReadOnly", ["ec2:Describe*", "sts:GetCallerIdentity", "pricing:GetProducts"], "*"),
         allow("VcpuQuota", ["servicequotas:GetServiceQuota"], f"arn:aws:servicequotas:*:{account}:ec2/*"),
-        allow("CreateTagged", [f"ec2:{a}" for a in EC2_CREATING], made, request_tagged()),
+        # Key pair, security group, placement group and image (with its snapshots) are made tagged
+        # with the cluster and the caller as their owner.
+        allow("CreateOwnTagged", [f"ec2:{a}" for a in EC2_CREATING], made + every[1:], requested_by_caller()),
         allow("SecurityGroupInAccountVpc", ["ec2:CreateSecurityGroup"], ec2_arn(account, "vpc")),
+        # Tags only as part of a creating call (ec2:CreateAction is set only then), never afterwards.
         allow("TagOnCreateOnly", ["ec2:CreateTags"], every,
-              {"StringEquals": {"ec2:CreateAction": list(CREATING_ACTIONS)}, **request_tagged()}),
-        allow("LaunchTagged", ["ec2:RunInstances"], ec2_arns(account, LAUNCHED), request_tagged()),
+              {**requested_by_caller(cluster=False), "Null": {"ec2:CreateAction": "false"}}),
+        allow("LaunchOwnTagged", ["ec2:RunInstances"], ec2_arns(account, LAUNCHED), requested_by_caller()),
         allow("LaunchInAccountNetwork", ["ec2:RunInstances"],
               ec2_arns(account, ("network-interface", "subnet"))),
-        allow("LaunchWithClusterResources", ["ec2:RunInstances"],
-              ec2_arns(account, ("security-group", "key-pair", "placement-group")), resource_tagged()),
+        # The security group, key pair and placement group a launch uses: the caller's own.
+        allow("LaunchWithOwnClusterResources", ["ec2:RunInstances"], every[0], made_by_caller()),
         *image_statements(account),
-        allow("TaggedResourcesOnly", [f"ec2:{a}" for a in EC2_ON_TAGGED], every, resource_tagged()),
-        allow("BakeTagged", ["ec2:CreateImage"], [ec2_arn(account, "image"), ec2_arn(account, "snapshot")],
-              request_tagged()),
+        allow("OwnResourcesOnly", [f"ec2:{a}" for a in EC2_ON_TAGGED], every, made_by_caller()),
     ]
 
 
@@ -142,18 +154,19 @@ def _iam_statements(account: str) -> list[Document]:
     roles = f"arn:aws:iam::{account}:role/xeoncluster-*"
     profiles = f"arn:aws:iam::{account}:instance-profile/xeoncluster-*"
     boundary = boundary_arn(account)
-    granted = ("CreateRole", "PutRolePolicy", "PutRolePermissionsBoundary", "PassRole", "GetPolicy", "GetPolicyVersion")
     return [
-        allow("RolesOnlyWithTheBoundary",
-              ["iam:CreateRole", "iam:PutRolePolicy", "iam:PutRolePermissionsBoundary"], roles,
-              {"StringEquals": {"iam:PermissionsBoundary": boundary}}),
-        allow("MasterRoleAndProfile", [f"iam:{a}" for a in ACTIONS["iam"] if a not in granted],
-              [roles, profiles]),
-        allow("PassMasterRoleToEc2", ["iam:PassRole"], roles,
-              {"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}),
+        # Roles and profiles are made tagged with the caller as their owner; tags only on creation
+        # (nothing carries an owner tag yet). The boundary is required by OnlyWithTheBoundary below.
+        allow("CreateOwnRole", [f"iam:{a}" for a in IAM_CREATING], [roles, profiles],
+              {**requested_by_caller(cluster=False), "Null": {f"iam:ResourceTag/{TAG_OWNER}": "true"}}),
+        allow("ReadOrAddTheBoundary", [f"iam:{a}" for a in IAM_ANY], [roles, profiles]),
+        # The role's policy, PassRole (to EC2 only) and the removals: on the caller's own role and profile.
+        allow("OwnRolesAndProfiles", [f"iam:{a}" for a in IAM_ON_OWN], [roles, profiles],
+              {**made_by_caller("iam"), "StringEqualsIfExists": {"iam:PassedToService": "ec2.amazonaws.com"}}),
         allow("ReadTheBoundary", ["iam:GetPolicy", "iam:GetPolicyVersion"], boundary),
         deny("NeverDropTheBoundary", ["iam:DeleteRolePermissionsBoundary"], roles),
-        deny("NoOtherBoundary", ["iam:PutRolePermissionsBoundary"], roles,
+        # A role without the boundary (or with another) is never made, given a policy or re-bounded.
+        deny("OnlyWithTheBoundary", ["iam:CreateRole", "iam:PutRolePolicy", "iam:PutRolePermissionsBoundary"], roles,
              {"StringNotEquals": {"iam:PermissionsBoundary": boundary}}),
         deny("BoundaryIsFixed", ["iam:CreatePolicyVersion", "iam:DeletePolicy", "iam:DeletePolicyVersion",
                                             "iam:SetDefaultPolicyVersion"], boundary),

@@ -15,13 +15,15 @@ if TYPE_CHECKING:
 Events = Callable[[str], None]
 
 
-def prepare(ec2: Any, cluster: ClusterConfig, public_key: str, ssh_cidr: str, events: Events) -> Prepared:
+def prepare(ec2: Any, cluster: ClusterConfig, public_key: str, ssh_cidr: str, events: Events,
+            owner: str) -> Prepared:
+    """`owner`: the caller's UserId, tagged on everything made here (aws_owner.py)."""
     created: dict[str, list[str]] = {"key_pair": [], "security_group": [], "placement_group": []}
     vpc_id = aws_network.resolve_vpc(ec2, cluster.vpc_id)
-    _configure_key_pair(ec2, cluster, public_key, created, events)
-    group_id = _configure_security_group(ec2, cluster, vpc_id, ssh_cidr, created, events)
+    _configure_key_pair(ec2, cluster, public_key, owner, created, events)
+    group_id = _configure_security_group(ec2, cluster, vpc_id, ssh_cidr, owner, created, events)
     if cluster.placement_group:
-        _configure_placement_group(ec2, cluster, created, events)
+        _configure_placement_group(ec2, cluster, owner, created, events)
     return Prepared(created, network(ec2, cluster, vpc_id, group_id))
 
 
@@ -43,18 +45,18 @@ def find_network(ec2: Any, cluster: ClusterConfig) -> Network:
     return network(ec2, cluster, vpc_id, group["GroupId"])
 
 
-def _configure_key_pair(ec2: Any, cluster: ClusterConfig, public_key: str, created: dict[str, list[str]],
-                        events: Events) -> None:
-    result = aws_network.ensure_key_pair(ec2, cluster.name, public_key)
+def _configure_key_pair(ec2: Any, cluster: ClusterConfig, public_key: str, owner: str,
+                        created: dict[str, list[str]], events: Events) -> None:
+    result = aws_network.ensure_key_pair(ec2, cluster.name, public_key, owner)
     if result.created:
         created["key_pair"].append(result.name)
     verb = "replaced (local key changed)" if result.replaced else "imported" if result.created else "reused"
     events(f"key pair {result.name}: {verb}")
 
 
-def _configure_security_group(ec2: Any, cluster: ClusterConfig, vpc_id: str, ssh_cidr: str,
+def _configure_security_group(ec2: Any, cluster: ClusterConfig, vpc_id: str, ssh_cidr: str, owner: str,
                               created: dict[str, list[str]], events: Events) -> str:
-    result = aws_network.ensure_security_group(ec2, cluster.name, vpc_id, ssh_cidr)
+    result = aws_network.ensure_security_group(ec2, cluster.name, vpc_id, ssh_cidr, owner)
     if result.created:
         created["security_group"].append(result.id)
     changes = [f"+{r}" for r in result.authorized] + [f"-{r}" for r in result.revoked]
@@ -63,9 +65,9 @@ def _configure_security_group(ec2: Any, cluster: ClusterConfig, vpc_id: str, ssh
     return result.id
 
 
-def _configure_placement_group(ec2: Any, cluster: ClusterConfig, created: dict[str, list[str]],
+def _configure_placement_group(ec2: Any, cluster: ClusterConfig, owner: str, created: dict[str, list[str]],
                                events: Events) -> None:
-    result = aws_network.ensure_placement_group(ec2, cluster.name)
+    result = aws_network.ensure_placement_group(ec2, cluster.name, owner)
     if result.created:
         created["placement_group"].append(result.name)
     events(f"placement group {result.name} (cluster strategy): {'created' if result.created else 'reused'}")

@@ -5,8 +5,10 @@ instance metadata hands to the master alone; no credential ever leaves the user'
 permission is scoped to this cluster: instances it launches must carry the cluster's tag (and only
 the tool's tag keys), be of the cluster's instance types and use the cluster's own security group,
 subnets and images; it may terminate or read the console of only instances that already carry the
-tag, and tags nothing after launch. Storage access is limited to the cluster's own prefix. The role
-carries the account's permissions boundary (aws_boundary.py), the most any role of the tool may do.
+tag, and tags nothing after launch. What it launches carries the owner tag of the user who made the
+cluster (aws_owner.py), so that user may remove it, and no other user may. Storage access is limited
+to the cluster's own prefix. The role carries the account's permissions boundary (aws_boundary.py),
+the most any role of the tool may do.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from botocore.exceptions import ClientError
 from .aws_boundary import boundary_arn
 from .aws_clients import TAG_INDEX_BASE, error_code
 from .aws_iam_doc import Document, allow, document
-from .base import TAG_CLUSTER, TAG_IMAGE_KEY, TAG_ROLE
+from .base import TAG_CLUSTER, TAG_IMAGE_KEY, TAG_OWNER, TAG_ROLE
 
 # Describe calls and the price list have no resource-level permissions.
 READ_ACTIONS = (
@@ -31,7 +33,7 @@ READ_ACTIONS = (
 )
 CREATED_BY_LAUNCH = ("instance", "volume", "spot-instances-request")
 # Every tag key a launch sets (aws_instances.run_request): the role may set these and no other.
-LAUNCH_TAG_KEYS = (TAG_CLUSTER, TAG_ROLE, TAG_INDEX_BASE, "Name")
+LAUNCH_TAG_KEYS = (TAG_CLUSTER, TAG_ROLE, TAG_OWNER, TAG_INDEX_BASE, "Name")
 TRUST = {"Version": "2012-10-17", "Statement": [{
     "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
 POLICY_NAME = "xeoncluster-agent"
@@ -50,6 +52,7 @@ class RoleScope:
     image_key: str | None        # images of this key (baked by any cluster) serve this cluster
     storage: tuple[str, str] | None = None  # (bucket, prefix) on S3
     instance_types: tuple[str, ...] = ()     # the only types it may launch (none: it may launch nothing)
+    owner: str | None = None                 # the UserId its launches must be tagged with (who made the cluster)
 
     def arn(self, kind: str, name: str) -> str:
         owner = "" if kind == "image" else self.account
@@ -62,7 +65,8 @@ def role_name(cluster: str, region: str) -> str:
 
 
 def master_policy(scope: RoleScope) -> Document:
-    own_tag = {f"aws:RequestTag/{TAG_CLUSTER}": scope.cluster}
+    own_tag = {f"aws:RequestTag/{TAG_CLUSTER}": scope.cluster,
+               **({f"aws:RequestTag/{TAG_OWNER}": scope.owner} if scope.owner is not None else {})}
     tool_keys = {"ForAllValues:StringEquals": {"aws:TagKeys": list(LAUNCH_TAG_KEYS)}}
     owned = {"StringEquals": {f"ec2:ResourceTag/{TAG_CLUSTER}": scope.cluster}}
     subnets = [scope.arn("subnet", s) for s in scope.subnet_ids]
@@ -114,7 +118,8 @@ def ensure_master_role(iam: Any, scope: RoleScope) -> RoleResult:
     carries the permissions boundary; one made before there was a boundary gets it first (the
     user's policy allows PutRolePolicy only on roles that carry it)."""
     name = role_name(scope.cluster, scope.region)
-    tags = [{"Key": TAG_CLUSTER, "Value": scope.cluster}]
+    tags = [{"Key": TAG_CLUSTER, "Value": scope.cluster}] + (
+        [{"Key": TAG_OWNER, "Value": scope.owner}] if scope.owner is not None else [])
     boundary = boundary_arn(scope.account)
     created = _create_if_missing(lambda: iam.create_role(
         RoleName=name, AssumeRolePolicyDocument=json.dumps(TRUST), Tags=tags, PermissionsBoundary=boundary,

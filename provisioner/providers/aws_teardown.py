@@ -10,9 +10,27 @@ from ..errors import ProviderError
 from .aws_clients import chunks, cluster_filter, error_code, error_text, paginate, translated
 from .aws_instances import LIVE_STATES
 from .aws_network import describe_placement_groups
+from .aws_role import delete_master_role
+from .base import Removed
 
 # Seconds between delete_security_group attempts while ENIs of terminated instances detach.
 SG_BACKOFF = (2, 4, 8, 15, 30, 30, 30)
+
+
+def remove_all(ec2: Any, iam: Any, cluster: str, region: str, wait: dict[str, int], sleep: Callable[[float], None],
+               events: Callable[[str], None]) -> Removed:
+    """Everything tagged with the cluster, and its master's role; idempotent."""
+    instance_ids, linked = find_instance_ids(ec2, cluster)
+    # Cancel first so that no request launches a replacement while we terminate.
+    spot = cancel_spot_requests(ec2, cluster, linked)
+    if instance_ids:
+        terminate_instances(ec2, instance_ids, wait)
+    groups = delete_security_groups(ec2, cluster, sleep, events)
+    keys = delete_key_pairs(ec2, cluster)
+    placement = delete_placement_groups(ec2, cluster, events)
+    roles = delete_master_role(iam, cluster, region)
+    return Removed({"instances": instance_ids, "spot_requests": spot, "security_group": groups,
+                    "key_pair": keys, "placement_group": placement, "role": roles})
 
 
 def find_instance_ids(ec2: Any, cluster: str) -> tuple[list[str], list[str]]:

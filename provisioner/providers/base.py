@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from ..config import ClusterConfig
 
 TAG_CLUSTER = "xeoncluster:cluster"
+# Who made the resource: the creating identity's UserId, which the user's IAM policy compares with
+# `${aws:userid}`, so that a user may act only on the clusters they made.
+TAG_OWNER = "xeoncluster:owner"
 TAG_ROLE = "xeoncluster:role"
 TAG_IMAGE_KEY = "xeoncluster:image-key"
 
@@ -262,6 +265,16 @@ class Provider(ABC):
     def account_id(self) -> str:
         """The account the provider's credentials act in, where it has accounts."""
         raise ConfigError(f"the {self.name} provider has no account", hint="pass --account ID")
+
+    def owner(self) -> str | None:
+        """Who the resources this provider creates belong to (on a cloud: the caller's identity, which
+        each one is tagged with); None where nothing is owned."""
+        return None
+
+    def act_for(self, owner: str | None) -> None:
+        """Create resources for `owner` rather than for the caller: the run agent launches with the
+        master's credentials for the user who made the cluster. Nothing to do where nothing is owned."""
+        return None
 
     def remove_node(self, cluster: ClusterConfig, node: Node) -> Removed:
         """Not supported: nodes can only be removed with the whole cluster."""

@@ -1,10 +1,11 @@
 """The whole CLI lifecycle as an IAM user holding exactly the documented policy (docs/aws.md), with the
 account's permissions boundary in place: every call goes through the stand-in's IAM gate (moto's
 server on loopback), which evaluates the policy's conditions as AWS does. The same user is refused
-an instance the tool did not make and a role without the boundary."""
+an instance the tool did not make, a role without the boundary, and another user's cluster."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from aws_helpers import UBUNTU_AMI, instances
@@ -30,6 +31,13 @@ def as_user(gated: GatedServer, monkeypatch: pytest.MonkeyPatch) -> GatedServer:
     return gated
 
 
+def act_as(monkeypatch: pytest.MonkeyPatch, keys: UserKeys, home: Path) -> None:
+    """The CLI from here on runs as this user, on a machine whose state folder is `home`."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", keys.access_key_id)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", keys.secret_access_key)
+    monkeypatch.setenv("XEONCLUSTER_HOME", str(home))
+
+
 def test_the_cli_lifecycle_runs_as_a_user_holding_exactly_the_documented_policy(xc, as_user: GatedServer, ec2):
     for argv in (["plan", "--name", "t1", "--nodes", "2"], ["up", "--name", "t1", "--nodes", "2"],
                  ["status", "--name", "t1"], ["images"]):
@@ -53,16 +61,17 @@ def test_the_same_user_is_refused_an_instance_the_tool_did_not_make_and_a_role_w
                                 TagSpecifications=[{"ResourceType": "instance", "Tags": [
                                     {"Key": "team", "Value": "databases"}]}])["Instances"][0]["InstanceId"]
     user_ec2, user_iam = as_user.client("ec2", keys), as_user.client("iam", keys)
+    mine = [{"Key": "xeoncluster:owner", "Value": as_user.client("sts", keys).get_caller_identity()["UserId"]}]
     with pytest.raises(ClientError, match="UnauthorizedOperation"):
         user_ec2.terminate_instances(InstanceIds=[foreign])
     with pytest.raises(ClientError, match="UnauthorizedOperation"):
         user_ec2.create_tags(Resources=[foreign], Tags=[{"Key": "xeoncluster:cluster", "Value": "t1"}])
     with pytest.raises(ClientError, match="AccessDenied"):
-        user_iam.create_role(RoleName="xeoncluster-x", AssumeRolePolicyDocument=json.dumps(TRUST))
+        user_iam.create_role(RoleName="xeoncluster-x", AssumeRolePolicyDocument=json.dumps(TRUST), Tags=mine)
     with pytest.raises(ClientError, match="AccessDenied"):
-        user_iam.create_role(RoleName="xeoncluster-x", AssumeRolePolicyDocument=json.dumps(TRUST),
+        user_iam.create_role(RoleName="xeoncluster-x", AssumeRolePolicyDocument=json.dumps(TRUST), Tags=mine,
                              PermissionsBoundary=f"arn:aws:iam::{ACCOUNT}:policy/AdministratorAccess")
-    user_iam.create_role(RoleName="xeoncluster-x", AssumeRolePolicyDocument=json.dumps(TRUST),
+    user_iam.create_role(RoleName="xeoncluster-x", AssumeRolePolicyDocument=json.dumps(TRUST), Tags=mine,
                          PermissionsBoundary=boundary_arn(ACCOUNT))
     with pytest.raises(ClientError, match="AccessDenied"):
         user_iam.delete_role_permissions_boundary(RoleName="xeoncluster-x")
@@ -92,3 +101,79 @@ def test_the_master_role_the_user_made_replaces_a_worker_within_its_boundary(xc,
         session.run_instances(**{**worker, "ClientToken": "bigger", "InstanceType": "p5.48xlarge"})
     assert set(as_user.denied()) == {"xeoncluster-t1-us-east-1 ec2:TerminateInstances",
                                      "xeoncluster-t1-us-east-1 ec2:RunInstances"}
+
+
+def test_another_user_holding_the_same_policy_is_refused_the_first_user_s_cluster(
+        xc, as_user: GatedServer, ec2, monkeypatch: pytest.MonkeyPatch, tmp_path, xc_home) -> None:
+    """Everything `up` makes carries the maker's UserId (`xeoncluster:owner`); the documented policy lets
+    a user act only on what carries their own. A colleague with the same policy is refused by IAM, and
+    the CLI says whose the cluster is in one line."""
+    keys = as_user.user("xc-user", policy_document(ACCOUNT))  # the maker's own key, to switch back to
+    act_as(monkeypatch, keys, xc_home)
+    assert xc("up", "--name", "t1", "--nodes", "2").code == 0
+    maker = {t["Value"] for i in instances(ec2) for t in i["Tags"] if t["Key"] == "xeoncluster:owner"}
+    colleague = as_user.user("xc-colleague", policy_document(ACCOUNT))
+    other = as_user.client("sts", colleague).get_caller_identity()["UserId"]
+    assert len(maker) == 1 and other not in maker
+    [owner] = maker
+    with pytest.raises(ClientError, match="UnauthorizedOperation"):
+        as_user.client("ec2", colleague).terminate_instances(InstanceIds=[instances(ec2)[0]["InstanceId"]])
+
+    # The colleague's CLI, on their own machine (no state for t1), finds the cluster by its tag.
+    act_as(monkeypatch, colleague, tmp_path / "colleague")
+    run = xc("down", "--name", "t1", "--provider", "aws")
+    assert run.code == 1 and [line for line in run.err_lines if line.startswith("error:")] == [run.error], run.err
+    assert (f"cluster t1 belongs to another identity: its resources carry xeoncluster:owner={owner} and you are "
+            f"{other}; your IAM policy refuses removing it" in run.error)
+    assert "Traceback" not in run.err and len(instances(ec2)) == 2
+    assert as_user.denied() == {"xc-colleague ec2:TerminateInstances": 2}  # by hand, then by `down`
+    act_as(monkeypatch, keys, xc_home)
+    assert xc("down", "--name", "t1").code == 0 and instances(ec2) == []
+    assert as_user.denied() == {"xc-colleague ec2:TerminateInstances": 2}
+
+
+def test_the_run_agent_replaces_a_worker_for_the_user_who_made_the_cluster(
+        xc, as_user: GatedServer, ec2, shell, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent on the master acts with the master's role, whose session is another identity: it tags
+    what it launches with the owner `up` recorded in the state, which the role's policy requires."""
+    import boto3
+    from test_cli_repair import spot_interrupt
+
+    from provisioner.agent import context as agent_context
+    from provisioner.commands.repair import repair
+    from provisioner.context import make_context
+
+    assert xc("up", "--name", "t1", "--nodes", "2").code == 0
+    [maker] = {t["Value"] for i in instances(ec2) for t in i["Tags"] if t["Key"] == "xeoncluster:owner"}
+    role = "arn:aws:iam::123456789012:role/xeoncluster-t1-us-east-1"
+    master = next(i["InstanceId"] for i in instances(ec2) if "IamInstanceProfile" in i)
+    creds = boto3.client("sts").assume_role(RoleArn=role, RoleSessionName=master)["Credentials"]
+    for name, key in (("AWS_ACCESS_KEY_ID", "AccessKeyId"), ("AWS_SECRET_ACCESS_KEY", "SecretAccessKey"),
+                      ("AWS_SESSION_TOKEN", "SessionToken")):
+        monkeypatch.setenv(name, creds[key])
+    monkeypatch.setattr(agent_context, "make_context",
+                        lambda config: make_context(config, xc.provider_factory, shell.factory))
+    ctx = agent_context.agent_context("t1")
+    record = ctx.state.load()
+    assert record is not None and record.owner == maker
+    spot_interrupt(record.node("node1").id)
+    repair(ctx, record, ctx.shell(), [record.node("node1")], len(record.nodes))
+    replacement = next(i for i in instances(ec2) if i["InstanceId"] == record.node("node1").id)
+    assert {"Key": "xeoncluster:owner", "Value": maker} in replacement["Tags"]
+    assert as_user.denied() == {} and as_user.gate.allowed["xeoncluster-t1-us-east-1 ec2:RunInstances"] == 1
+
+
+def test_a_colleague_s_failed_bake_of_the_same_image_stays_and_another_is_baked_beside_it(
+        xc, as_user: GatedServer, ec2, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """`up` removes a failed bake of its image key before baking again; a colleague's is theirs to remove."""
+    from moto.ec2.models import ec2_backends
+
+    assert xc("up", "--name", "t1", "--nodes", "1").code == 0
+    [failed] = [i["ImageId"] for i in ec2.describe_images(Owners=["self"])["Images"]]
+    ec2_backends[ACCOUNT]["us-east-1"].amis[failed].state = "failed"
+    act_as(monkeypatch, as_user.user("xc-colleague", policy_document(ACCOUNT)), tmp_path / "colleague")
+    run = xc("up", "--name", "t2", "--nodes", "1")
+    assert run.code == 0, run.err
+    assert f"image {failed} stays (deregistering {failed}: UnauthorizedOperation" in run.out + run.err
+    assert len(ec2.describe_images(Owners=["self"])["Images"]) == 2
+    assert as_user.denied() == {"xc-colleague ec2:DeregisterImage": 1}

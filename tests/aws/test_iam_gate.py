@@ -163,3 +163,26 @@ def test_aws_standin_user_prints_the_keys_of_a_user_holding_exactly_the_policy_f
     (tmp_path / "broken.json").write_text("{")
     with pytest.raises(SystemExit, match="cannot read a policy document"):
         standin_main.main(["user", "frank", str(tmp_path / "broken.json")])
+
+
+def test_aws_userid_is_what_get_caller_identity_answers_for_a_user_and_a_role_session(gated: GatedServer) -> None:
+    """`${aws:userid}` in a policy becomes the caller's UserId, as AWS fills it: an IAM user's unique id,
+    a role session's ROLEID:SESSION; so a tag holding that id marks what its holder may act on."""
+    mine = {"StringEquals": {"ec2:ResourceTag/xeoncluster:owner": "${aws:userid}"}}
+    owner_policy = policy(allow("ec2:TerminateInstances", f"arn:aws:ec2:{REGION}:{ACCOUNT}:instance/*", mine),
+                          allow("sts:AssumeRole"))
+    keys = gated.user("dave", owner_policy)
+    admin_iam = gated.client("iam")
+    admin_iam.create_role(RoleName="owner-scoped", AssumeRolePolicyDocument=json.dumps(TRUST))
+    admin_iam.put_role_policy(RoleName="owner-scoped", PolicyName="p", PolicyDocument=json.dumps(owner_policy))
+    creds = gated.client("sts").assume_role(RoleArn=f"arn:aws:iam::{ACCOUNT}:role/owner-scoped",
+                                            RoleSessionName="i-0123456789abcdef0")["Credentials"]
+    for name, identity, token in (("dave", keys, None), ("owner-scoped", keys_of(creds), creds["SessionToken"])):
+        user_id = gated.client("sts", identity, token=token).get_caller_identity()["UserId"]
+        assert name != "owner-scoped" or user_id.endswith(":i-0123456789abcdef0")
+        theirs, ours = launch(gated, {"xeoncluster:owner": "AIDASOMEONEELSE00001"}), launch(
+            gated, {"xeoncluster:owner": user_id})
+        ec2 = gated.client("ec2", identity, token=token)
+        refused(lambda: ec2.terminate_instances(InstanceIds=[theirs]), "UnauthorizedOperation")  # noqa: B023
+        assert ec2.terminate_instances(InstanceIds=[ours])["TerminatingInstances"]
+    assert gated.denied() == {"dave ec2:TerminateInstances": 1, "owner-scoped ec2:TerminateInstances": 1}

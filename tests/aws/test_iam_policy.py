@@ -6,7 +6,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -120,16 +120,27 @@ class Account(Lookup):
     def profile_role(self, profile: str) -> str | None:
         return f"arn:aws:iam::{ACCOUNT}:role/{profile}"
 
+    def profile_tags(self, profile: str) -> dict[str, str]:
+        return dict(self.roles[profile].tags) if profile in self.roles else {}
+
     def bucket_account(self, bucket: str) -> str | None:
         return self.buckets.get(bucket)
 
 
-OWN = {"xeoncluster:cluster": "t1"}
+# The user's aws:userid (what sts GetCallerIdentity answers as UserId), and a colleague's.
+ME, COLLEAGUE = "AIDAEXAMPLEUSERME0001", "AIDAEXAMPLECOLLEAGUE1"
+OWN = {"xeoncluster:cluster": "t1", "xeoncluster:owner": ME}
+THEIRS = {"xeoncluster:cluster": "t2", "xeoncluster:owner": COLLEAGUE}
 WORLD = Account(
-    tagged={"i-own": OWN, "i-t2": {"xeoncluster:cluster": "t2"}, "i-prod": {"team": "web"}, "sg-own": OWN,
-            "sg-prod": {}, "xeoncluster-t1": OWN, "vol-prod": {}, "snap-prod": {}, "ami-prod": {}},
+    tagged={"i-own": OWN, "i-t2": THEIRS, "i-prod": {"team": "web"}, "sg-own": OWN, "sg-t2": THEIRS,
+            "sg-prod": {}, "xeoncluster-t1": OWN, "xeoncluster-t2": THEIRS, "vol-prod": {}, "vol-t2": THEIRS,
+            "snap-prod": {}, "snap-t2": THEIRS, "ami-prod": {}, "ami-t2": THEIRS, "i-untagged-owner": {
+                "xeoncluster:cluster": "t1"}},
     owners={"ami-ubuntu": CANONICAL, "ami-baked": ACCOUNT, "ami-stranger": "999988887777"},
-    roles={"xeoncluster-t1-us-east-1": RoleFacts(f"arn:aws:iam::{ACCOUNT}:role/xeoncluster-t1-us-east-1", BOUNDARY),
+    roles={"xeoncluster-t1-us-east-1": RoleFacts(f"arn:aws:iam::{ACCOUNT}:role/xeoncluster-t1-us-east-1", BOUNDARY,
+                                                 {"xeoncluster:owner": ME}),
+           "xeoncluster-t2-us-east-1": RoleFacts(f"arn:aws:iam::{ACCOUNT}:role/xeoncluster-t2-us-east-1", BOUNDARY,
+                                                 {"xeoncluster:owner": COLLEAGUE}),
            "xeoncluster-legacy": RoleFacts(f"arn:aws:iam::{ACCOUNT}:role/xeoncluster-legacy")},
     buckets={"xeoncluster-123456789012-us-east-1": ACCOUNT, "xeoncluster-999988887777-us-east-1": "999988887777"})
 
@@ -139,21 +150,40 @@ def may(service: str, action: str, params: dict[str, str], policies: list[dict[s
     questions = (ec2_questions(action, params, "us-east-1", ACCOUNT, WORLD) if service == "ec2"
                  else iam_questions(action, params, ACCOUNT, WORLD))
     assert questions
-    return all(allowed(policies or [USER], q) for q in questions)
+    # The gate puts the caller's aws:userid into every question (standin/iam_gate.py).
+    return all(allowed(policies or [USER], replace(q, context={"aws:userid": [ME], **q.context})) for q in questions)
 
 
-def launch(image: str = "ami-ubuntu", group: str = "sg-own", tagged: bool = True, profile: str = "") -> dict[str, str]:
+def launch(image: str = "ami-ubuntu", group: str = "sg-own", tagged: bool = True, profile: str = "",
+           owner: str = ME) -> dict[str, str]:
     params = {"ImageId": image, "InstanceType": "c7i.2xlarge", "KeyName": "xeoncluster-t1",
               "NetworkInterface.1.SubnetId": "subnet-1", "NetworkInterface.1.SecurityGroupId.1": group}
     for index, kind in enumerate(("instance", "volume"), start=1) if tagged else ():
-        params |= {f"TagSpecification.{index}.ResourceType": kind, f"TagSpecification.{index}.Tag.1.Key":
-                   "xeoncluster:cluster", f"TagSpecification.{index}.Tag.1.Value": "t1"}
+        params |= tag_spec(index, kind, {"xeoncluster:cluster": "t1", "xeoncluster:owner": owner})
     return params | ({"IamInstanceProfile.Name": profile} if profile else {})
 
 
+def tag_spec(index: int, kind: str, tags: dict[str, str]) -> dict[str, str]:
+    spec = {f"TagSpecification.{index}.ResourceType": kind}
+    for number, (key, value) in enumerate(tags.items(), start=1):
+        prefix = f"TagSpecification.{index}.Tag.{number}"
+        spec |= {f"{prefix}.Key": key, f"{prefix}.Value": value}
+    return spec
+
+
+def baked_tags() -> dict[str, str]:
+    """CreateImage's TagSpecifications, as `up` gives them: the image and its snapshots are the user's."""
+    return tag_spec(1, "image", OWN) | tag_spec(2, "snapshot", OWN)
+
+
+def owned(owner: str = ME) -> dict[str, str]:
+    """IAM's Tags.member.N: the tags `up` gives the master's role and profile."""
+    return {"Tags.member.1.Key": "xeoncluster:cluster", "Tags.member.1.Value": "t1",
+            "Tags.member.2.Key": "xeoncluster:owner", "Tags.member.2.Value": owner}
+
+
 def test_the_user_creates_roles_only_under_the_boundary_and_never_loosens_it():
-    role = {"RoleName": "xeoncluster-t1-us-east-1", "AssumeRolePolicyDocument": "{}",
-            "Tags.member.1.Key": "xeoncluster:cluster", "Tags.member.1.Value": "t1"}
+    role = {"RoleName": "xeoncluster-t1-us-east-1", "AssumeRolePolicyDocument": "{}", **owned()}
     assert may("iam", "CreateRole", role | {"PermissionsBoundary": BOUNDARY})
     assert not may("iam", "CreateRole", role)
     assert not may("iam", "CreateRole", role | {"PermissionsBoundary": "arn:aws:iam::aws:policy/AdministratorAccess"})
@@ -192,6 +222,38 @@ def test_the_user_acts_only_on_what_the_tool_tagged():
         assert not may("ec2", action, params), action
 
 
+def test_the_user_acts_only_on_the_clusters_they_made():
+    """A colleague's cluster carries the tool's tags too, but another owner: the same policy refuses it."""
+    for ref in ("i-t2", "i-untagged-owner"):  # another owner's, and one made before owners were tagged
+        for action in ("TerminateInstances", "GetConsoleOutput"):
+            key = "InstanceId.1" if action == "TerminateInstances" else "InstanceId"
+            assert not may("ec2", action, {key: ref}), (action, ref)
+    for action, params in (("DeleteSecurityGroup", {"GroupId": "sg-t2"}),
+                           ("AuthorizeSecurityGroupIngress", {"GroupId": "sg-t2", "IpProtocol": "tcp"}),
+                           ("ModifyVolume", {"VolumeId": "vol-t2", "Size": "200"}),
+                           ("DeleteSnapshot", {"SnapshotId": "snap-t2"}), ("DeregisterImage", {"ImageId": "ami-t2"}),
+                           ("CreateImage", {"InstanceId": "i-t2", "Name": "copy", **baked_tags()}),
+                           ("DeleteKeyPair", {"KeyName": "xeoncluster-t2"})):
+        assert not may("ec2", action, params), action
+    assert may("ec2", "CreateImage", {"InstanceId": "i-own", "Name": "copy", **baked_tags()})
+    assert may("ec2", "DeleteKeyPair", {"KeyName": "xeoncluster-t1"})
+    # Made with another owner tag, or launched into a colleague's security group: refused.
+    assert not may("ec2", "RunInstances", launch(owner=COLLEAGUE))
+    assert not may("ec2", "RunInstances", launch(group="sg-t2"))
+    assert not may("ec2", "ImportKeyPair", {"KeyName": "xeoncluster-t1", **tag_spec(1, "key-pair", THEIRS)})
+    assert may("ec2", "ImportKeyPair", {"KeyName": "xeoncluster-t1", **tag_spec(1, "key-pair", OWN)})
+    # The colleague's role: not given a policy, passed to EC2, removed or re-tagged.
+    theirs = "xeoncluster-t2-us-east-1"
+    assert not may("iam", "PutRolePolicy", {"RoleName": theirs, "PolicyName": "p"})
+    assert not may("iam", "DeleteRole", {"RoleName": theirs})
+    assert not may("ec2", "RunInstances", launch(profile=theirs))
+    assert may("ec2", "RunInstances", launch(profile="xeoncluster-t1-us-east-1"))
+    assert not may("iam", "TagRole", {"RoleName": theirs, **owned()})
+    assert not may("iam", "AddRoleToInstanceProfile", {"InstanceProfileName": theirs, "RoleName": theirs})
+    assert not may("iam", "CreateRole", {"RoleName": "xeoncluster-x", "AssumeRolePolicyDocument": "{}",
+                                         "PermissionsBoundary": BOUNDARY, **owned(COLLEAGUE)})
+
+
 def test_the_user_launches_only_tagged_instances_from_ubuntu_or_own_images_in_own_groups():
     assert may("ec2", "RunInstances", launch())
     assert may("ec2", "RunInstances", launch(image="ami-baked"))
@@ -203,11 +265,11 @@ def test_the_user_launches_only_tagged_instances_from_ubuntu_or_own_images_in_ow
 def test_the_escalation_path_is_closed_by_the_boundary():
     """Before: make a role with an admin policy, launch with it, read its credentials. Now every role
     the user can make or pass carries the boundary, and admin under the boundary is not admin."""
-    assert not may("iam", "CreateRole", {"RoleName": "xeoncluster-x", "AssumeRolePolicyDocument": "{}"})
+    assert not may("iam", "CreateRole", {"RoleName": "xeoncluster-x", "AssumeRolePolicyDocument": "{}", **owned()})
     assert not may("ec2", "RunInstances", launch(profile="ops-admin"))  # an existing role of another name
     # With the boundary all of it is allowed ...
     assert may("iam", "CreateRole", {"RoleName": "xeoncluster-x", "AssumeRolePolicyDocument": "{}",
-                                     "PermissionsBoundary": BOUNDARY})
+                                     "PermissionsBoundary": BOUNDARY, **owned()})
     assert may("ec2", "RunInstances", launch(profile="xeoncluster-t1-us-east-1"))
     # ... but such a role, given an admin policy, can do no more than the boundary.
     capped = [boundary_document(ACCOUNT)]

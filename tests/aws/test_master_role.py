@@ -36,6 +36,9 @@ def test_up_gives_the_master_alone_a_role_scoped_to_the_cluster_and_down_removes
     text = json.dumps(role_policy(iam))
     assert '"aws:RequestTag/xeoncluster:cluster": "t1"' in text
     assert '"ec2:ResourceTag/xeoncluster:cluster": "t1"' in text
+    owner = boto3.client("sts").get_caller_identity()["UserId"]
+    assert f'"aws:RequestTag/xeoncluster:owner": "{owner}"' in text
+    assert {"Key": "xeoncluster:owner", "Value": owner} in iam.get_role(RoleName=ROLE)["Role"]["Tags"]
     assert '"Resource": "*"' in text  # only for the Describe calls and GetConsoleOutput
     assert xc("down", "--name", "t1").code == 0
     for call in (lambda: iam.get_role(RoleName=ROLE), lambda: iam.get_instance_profile(InstanceProfileName=ROLE)):
@@ -57,8 +60,9 @@ def test_a_rolled_back_up_removes_the_role(xc, aws, monkeypatch):
         boto3.client("iam").get_role(RoleName=ROLE)
 
 
+OWNER = "AIDAEXAMPLEUSERME0001"  # the UserId of the user who made the cluster
 SCOPE = RoleScope("a", "us-east-1", "123456789012", "sg-0aaaaaaaaaaaaaaaa", ("subnet-0aaaaaaaaaaaaaaaa",),
-                  "ami-0bbbbbbbbbbbbbbbb", "k" * 64, instance_types=("c7i.2xlarge", "c7i.4xlarge"))
+                  "ami-0bbbbbbbbbbbbbbbb", "k" * 64, instance_types=("c7i.2xlarge", "c7i.4xlarge"), owner=OWNER)
 
 
 def ask(action: str, params: dict[str, str], tags: dict[str, dict[str, str]]) -> list[bool]:
@@ -79,11 +83,13 @@ def test_the_role_terminates_its_own_cluster_s_instances_only() -> None:
 
 def run_params(cluster: str, image: str = "ami-0bbbbbbbbbbbbbbbb", group: str = "sg-0aaaaaaaaaaaaaaaa",
                instance_type: str = "c7i.2xlarge", subnet: str = "subnet-0aaaaaaaaaaaaaaaa",
-               tags: dict[str, str] | None = None) -> dict:
+               tags: dict[str, str | None] | None = None) -> dict:
     params = {"ImageId": image, "InstanceType": instance_type, "KeyName": "xeoncluster-a",
               "NetworkInterface.1.SubnetId": subnet, "NetworkInterface.1.SecurityGroupId.1": group,
               "InstanceMarketOptions.MarketType": "spot"}
-    every = {"xeoncluster:cluster": cluster, "xeoncluster:role": "worker", "Name": f"{cluster}-node1"} | (tags or {})
+    every = {"xeoncluster:cluster": cluster, "xeoncluster:role": "worker", "xeoncluster:owner": OWNER,
+             "Name": f"{cluster}-node1"} | (tags or {})
+    every = {k: v for k, v in every.items() if v is not None}
     for index, kind in enumerate(("instance", "volume", "spot-instances-request"), start=1):
         params[f"TagSpecification.{index}.ResourceType"] = kind
         for number, (key, value) in enumerate(every.items(), start=1):
@@ -115,6 +121,14 @@ def test_the_role_launches_only_the_cluster_s_instance_types_with_the_tool_s_tag
     assert not all(ask("RunInstances", run_params("a", instance_type="p5.48xlarge"), {}))
     assert all(ask("RunInstances", run_params("a", tags={"xeoncluster:index-base": "3"}), {}))
     assert not all(ask("RunInstances", run_params("a", tags={"team": "ml"}), {}))
+
+
+def test_the_role_launches_only_for_the_user_who_made_the_cluster() -> None:
+    """What the agent launches carries the owner `up` recorded, so that user (and only that user) may
+    remove it; never the role session's own id, nor another user's."""
+    assert all(ask("RunInstances", run_params("a"), {}))
+    assert not all(ask("RunInstances", run_params("a", tags={"xeoncluster:owner": "AROAROLE:i-0123"}), {}))
+    assert not all(ask("RunInstances", run_params("a", tags={"xeoncluster:owner": None}), {}))
 
 
 def test_the_role_reads_the_console_of_its_own_cluster_s_instances_only() -> None:

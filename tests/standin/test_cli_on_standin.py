@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,12 +28,13 @@ CLUSTER = "sic"
 class Cli:
     home: Path
     config: Path
+    credentials: dict[str, str]  # the user's access key: exactly the policy docs/aws.md documents
 
     def argv(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "provisioner.cli", "--config", str(self.config), *args]
 
     def env(self) -> dict[str, str]:
-        return {**os.environ, "XEONCLUSTER_HOME": str(self.home), "PYTHONPATH": str(REPO)}
+        return {**os.environ, "XEONCLUSTER_HOME": str(self.home), "PYTHONPATH": str(REPO), **self.credentials}
 
     def __call__(self, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
         return subprocess.run(self.argv(*args), env=self.env(), cwd=self.home, capture_output=True, text=True,
@@ -58,9 +60,22 @@ def cli(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cli]
     # follow. image_strategy: parallel (the default) is measured by benchmarks/bench_standin_up.py.
     config = home / "cluster.yaml"
     config.write_text(Path(standin.script("config").stdout.strip()).read_text() + "image_strategy: bake-first\n")
-    yield Cli(home, config)
+    cli = Cli(home, config, documented_user("standin-user"))
+    yield cli
     for state in (home / "clusters").glob("*/state.json"):
-        Cli(home, config)("down", "--name", state.parent.name, "--purge-images")
+        cli("down", "--name", state.parent.name, "--purge-images")
+
+
+def documented_user(name: str) -> dict[str, str]:
+    """An IAM user holding exactly the user's policy of docs/aws.md, with the account's boundary made
+    by its administrator (here, the stand-in's admin key): the gate evaluates every call it makes."""
+    from provisioner.providers.aws_boundary import boundary_document
+    from provisioner.providers.aws_policy import policy_document
+    from standin.iam_users import make_user
+
+    account = boto3.client("sts").get_caller_identity()["Account"]
+    keys = make_user(boto3.client("iam"), name, policy_document(account), boundary_document(account))
+    return {"AWS_ACCESS_KEY_ID": keys.access_key_id, "AWS_SECRET_ACCESS_KEY": keys.secret_access_key}
 
 
 def instances(name: str = CLUSTER) -> list[dict[str, Any]]:
@@ -187,14 +202,23 @@ def test_the_master_recovers_a_spot_interruption_with_the_cli_killed(standin: An
     assert calls.get(f"xeoncluster-{CLUSTER}-us-east-1 ec2:RunInstances", 0) >= 1, calls  # the master launched it
 
 
-def test_the_master_s_role_is_refused_on_another_cluster_s_instances(cli: Cli) -> None:
+@contextmanager
+def another_cluster_s_instance() -> Iterator[str]:
+    """An instance of cluster `someone-else`, made by the account's admin, terminated afterwards."""
     client = boto3.client("ec2")
     image = client.describe_images(Owners=["099720109477"])["Images"][0]["ImageId"]
     other = client.run_instances(ImageId=image, MinCount=1, MaxCount=1, InstanceType="c7i.2xlarge",
                                  TagSpecifications=[{"ResourceType": "instance", "Tags": [
                                      {"Key": "xeoncluster:cluster", "Value": "someone-else"}]}])
-    other_id = other["Instances"][0]["InstanceId"]
+    other_id = str(other["Instances"][0]["InstanceId"])
     try:
+        yield other_id
+    finally:
+        client.terminate_instances(InstanceIds=[other_id])
+
+
+def test_the_master_s_role_is_refused_on_another_cluster_s_instances(cli: Cli) -> None:
+    with another_cluster_s_instance() as other_id:
         script = ("import boto3, botocore.exceptions as e, sys\n"
                   "ec2 = boto3.client('ec2', region_name='us-east-1')\n"
                   "for i in sys.argv[1:]:\n"
@@ -204,8 +228,28 @@ def test_the_master_s_role_is_refused_on_another_cluster_s_instances(cli: Cli) -
         out = on(cli, "node0", f"~/venv/bin/python -c {shlex.quote(script)} {own} {other_id}")
         lines = [line.split("| ", 1)[1].strip() for line in out.splitlines() if "| " in line]
         assert lines == [f"{own} DryRunOperation", f"{other_id} UnauthorizedOperation"], out
-    finally:
-        client.terminate_instances(InstanceIds=[other_id])
+
+
+def test_the_user_is_refused_on_another_cluster_s_instance_and_on_a_role_without_the_boundary(cli: Cli) -> None:
+    """The user that ran every command here holds exactly the documented policy: what the tool does
+    is allowed, while an instance it did not make and a role without the boundary (the way to admin)
+    are refused."""
+    from botocore.exceptions import ClientError
+
+    user = boto3.session.Session(aws_access_key_id=cli.credentials["AWS_ACCESS_KEY_ID"],
+                                 aws_secret_access_key=cli.credentials["AWS_SECRET_ACCESS_KEY"])
+    with another_cluster_s_instance() as other_id:
+        with pytest.raises(ClientError) as refused:
+            user.client("ec2").terminate_instances(InstanceIds=[other_id])
+        assert refused.value.response["Error"]["Code"] == "UnauthorizedOperation"
+        with pytest.raises(ClientError) as own:
+            user.client("ec2").terminate_instances(InstanceIds=[cli.node_id("node2")], DryRun=True)
+        assert own.value.response["Error"]["Code"] == "DryRunOperation"
+        trust = json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
+                                                                    "Principal": {"Service": "ec2.amazonaws.com"}}]})
+        with pytest.raises(ClientError) as escalate:
+            user.client("iam").create_role(RoleName="xeoncluster-escalate", AssumeRolePolicyDocument=trust)
+        assert escalate.value.response["Error"]["Code"] == "AccessDenied"
 
 
 def test_without_capacity_for_a_replacement_the_run_stops_and_says_how_to_resume(standin: Any, cli: Cli) -> None:
@@ -246,7 +290,7 @@ def test_the_laptop_takes_nothing_from_a_master_that_rewrites_its_state(cli: Cli
     files = cli.home / "clusters" / CLUSTER
     pins = (files / "known_hosts").read_text()
     on(cli, "node0", f"~/venv/bin/python -c {shlex.quote(REWRITE_AGENT_STATE)} {AGENT_HOME}/clusters/{CLUSTER}")
-    assert cli("status", "--name", CLUSTER).returncode == 1  # node2 is still gone
+    cli("status", "--name", CLUSTER)  # node2 is gone: the node set changed, so the record is brought up to date
     assert (files / "known_hosts").read_text() == pins
     cli.ok("up", "--name", CLUSTER)  # capacity is back: the lost node is replaced, its key from the console
     assert len(instances()) == 3
@@ -372,7 +416,7 @@ def test_right_after_a_cold_up_the_master_replaces_a_noticed_worker_while_the_im
     the base AMI, with nothing but its role (which has no SSM access) and the state `up` handed it."""
     parallel = cli.home / "parallel.yaml"
     parallel.write_text(cli.config.read_text().replace("image_strategy: bake-first\n", ""))
-    fresh = Cli(cli.home, parallel)
+    fresh = Cli(cli.home, parallel, cli.credentials)
     standin.script("faults", "ami_seconds=24000")  # 240 s at this scale: pending all through the run
     try:
         up = fresh.ok("up", "--name", "sicp", "--nodes", "2")
