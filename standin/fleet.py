@@ -139,6 +139,9 @@ class Fleet:
             others = [n.container for n in self.nodes.values() if n.state == "running"]
         for container in others:
             container.forget_neighbour(node.launch.private_ip)
+        # The namespace's own cache too: IMDS and moto answer from it, and a later instance at this
+        # address would wait for replies sent to the old MAC.
+        self.net.ip("neigh", "flush", "to", node.launch.private_ip, check=False)
         self.moto.set_terminated(node.launch.instance, reason)
         halted = time.monotonic()
         with node.disk_lock:
