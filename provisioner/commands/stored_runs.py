@@ -106,9 +106,9 @@ def remove_stored_run(ctx: CommandContext, cluster: str, run: str) -> int:
         raise ConfigError(f"storage rm {run!r}: not a run name (1-64 letters, digits, '.', '_' or '-', starting "
                           "with a letter or digit)", hint="`xeoncluster storage ls` lists the runs kept in storage")
     location, storage = open_storage(ctx)
-    runs = location.key(cluster, "runs")
-    kept = {o.key[len(runs) + 1:].split("/", 1)[0] for o in storage.objects(runs) if o.key.startswith(runs + "/")}
-    keys = [o.key for o in storage.objects(location.run_key(cluster, run))] if run in kept else []
+    # A run name has no '/' and storage lists a prefix as a folder (PREFIX/...), so this is that run's
+    # objects exactly: never another run whose name starts with it.
+    keys = [o.key for o in storage.objects(location.run_key(cluster, run))]
     if not keys:
         raise ConfigError(f"no run '{run}' of cluster '{cluster}' in {location.url}",
                           hint="`xeoncluster storage ls` lists the runs kept there")
