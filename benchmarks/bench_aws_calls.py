@@ -38,7 +38,7 @@ def fill_moto_gaps() -> None:
     from moto.ec2.models.amis import AmiBackend
     from moto.ssm.models import Parameter, ssm_backends
 
-    from provisioner.providers.aws_images import BASE_IMAGE_PARAMETER
+    from xeoncluster.providers.aws.images import BASE_IMAGE_PARAMETER
 
     ssm_backends[DEFAULT_ACCOUNT_ID]["us-east-1"]._parameters[BASE_IMAGE_PARAMETER].append(Parameter(
         account_id=DEFAULT_ACCOUNT_ID, name=BASE_IMAGE_PARAMETER, value=UBUNTU_AMI, parameter_type="String",
@@ -69,8 +69,8 @@ def no_placement_groups(client: Any) -> None:
 def run_one(nodes: int) -> dict[str, Any]:
     from moto import mock_aws
 
-    from provisioner.config import ClusterConfig
-    from provisioner.providers.aws import AwsProvider
+    from xeoncluster.config import ClusterConfig
+    from xeoncluster.providers.aws.provider import AwsProvider
 
     cluster = ClusterConfig.model_validate({"name": "bench", "provider": "aws", "region": "us-east-1",
                                             "nodes": nodes, "ssh": {"cidr": "auto"}})

@@ -22,7 +22,7 @@ SUBNET = "10.215.0.0/24"
 
 def cli(env: dict[str, str], config: Path, *args: str) -> float:
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "provisioner.cli", "--config", str(config), *args],
+    proc = subprocess.run([sys.executable, "-m", "xeoncluster.cli", "--config", str(config), *args],
                           env=env, capture_output=True, text=True)
     elapsed = time.monotonic() - start
     if proc.returncode != 0:

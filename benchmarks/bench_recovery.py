@@ -29,7 +29,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 SUBNET = "10.216.0.0/24"
 sys.path.insert(0, str(REPO))
-from training.events import RunEvent, read_events  # noqa: E402 - this checkout's, whether installed or not
+from xeoncluster.node.events import RunEvent, read_events  # noqa: E402 - this checkout's, whether installed or not
 
 
 @dataclass
@@ -50,7 +50,7 @@ class Cli:
         self.env = {**os.environ, "XEONCLUSTER_HOME": str(self.home), "PYTHONPATH": str(REPO)}
 
     def argv(self, *args: str) -> list[str]:
-        return [*self.prefix, sys.executable, "-m", "provisioner.cli", "--config", str(self.config), *args]
+        return [*self.prefix, sys.executable, "-m", "xeoncluster.cli", "--config", str(self.config), *args]
 
     def out(self, *args: str) -> str:
         proc = subprocess.run(self.argv(*args), env=self.env, capture_output=True, text=True, cwd=self.home)
@@ -72,7 +72,7 @@ class Cli:
 
 
 def standin(*args: str) -> str:
-    return subprocess.run([sys.executable, "-P", "-m", "standin", *args], check=True, capture_output=True,
+    return subprocess.run([sys.executable, "-P", "-m", "xeoncluster.standin", *args], check=True, capture_output=True,
                           text=True, env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
 
 
@@ -84,7 +84,7 @@ def lose(cli: Cli, on: str, cluster: str, run: str, kind: str, notice: float) ->
         pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
         subprocess.run(["kill", "-9", *pids], capture_output=True)
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-    else:  # a local node announces its end in its own home (training/notices.py, node-file)
+    else:  # a local node announces its end in its own home (xeoncluster/node/notices.py, node-file)
         notice = json.dumps({"reason": "benchmark notice", "deadline": time.time() + notice})
         cli.run("exec", "--name", cluster, "--node", "node1", "--", f"echo '{notice}' > ~/xeoncluster/notice")
 
@@ -154,7 +154,7 @@ def main() -> None:
         standin("stop")
         standin("start")
         try:
-            prefix = [sys.executable, "-P", "-m", "standin", "run", "--"]
+            prefix = [sys.executable, "-P", "-m", "xeoncluster.standin", "run", "--"]
             warm_up, results = recoveries(Cli(work, Path(standin("config").strip()), prefix), args)
         finally:
             standin("stop")

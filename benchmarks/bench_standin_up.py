@@ -58,7 +58,7 @@ def steps_of(stderr: str) -> dict[str, float]:
 def up(home: Path, config: Path, name: str, nodes: int, strategy: str, kind: str) -> UpRun:
     with_strategy = home / f"{strategy}.yaml"
     with_strategy.write_text(config.read_text() + f"image_strategy: {strategy}\n")
-    argv = [str(STANDIN), "run", "--", sys.executable, "-m", "provisioner.cli", "--config", str(with_strategy),
+    argv = [str(STANDIN), "run", "--", sys.executable, "-m", "xeoncluster.cli", "--config", str(with_strategy),
             "up", "--name", name, "--nodes", str(nodes)]
     env = {**os.environ, "XEONCLUSTER_HOME": str(home), "PYTHONPATH": str(REPO)}
     started = time.monotonic()
@@ -70,7 +70,7 @@ def up(home: Path, config: Path, name: str, nodes: int, strategy: str, kind: str
 
 
 def down(home: Path, config: Path, name: str, purge: bool) -> None:
-    subprocess.run([str(STANDIN), "run", "--", sys.executable, "-m", "provisioner.cli", "--config", str(config),
+    subprocess.run([str(STANDIN), "run", "--", sys.executable, "-m", "xeoncluster.cli", "--config", str(config),
                     "down", "--name", name, *(["--purge-images"] if purge else [])],
                    env={**os.environ, "XEONCLUSTER_HOME": str(home), "PYTHONPATH": str(REPO)},
                    check=True, capture_output=True, cwd=home)

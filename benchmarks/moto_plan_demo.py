@@ -61,7 +61,7 @@ def environment(endpoint: str, home: Path) -> dict[str, str]:
 
 
 def xeoncluster(argv: list[str], env: dict[str, str], cwd: Path) -> Run:
-    proc = subprocess.run([sys.executable, "-m", "provisioner.cli", *argv], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "xeoncluster.cli", *argv], capture_output=True, text=True,
                           env=env, cwd=cwd, timeout=300)
     return Run(argv, proc.returncode, proc.stdout, proc.stderr)
 

@@ -24,7 +24,7 @@ def run_cli(args: list[str], home: Path, cwd: Path | None = None, timeout: float
     import os
 
     env = {**os.environ, "XEONCLUSTER_HOME": str(home), **(env_extra or {})}
-    proc = subprocess.run([sys.executable, "-m", "provisioner.cli", *args], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "xeoncluster.cli", *args], capture_output=True, text=True,
                           cwd=cwd or home, env=env, timeout=timeout)
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 

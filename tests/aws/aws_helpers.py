@@ -12,9 +12,9 @@ import pytest
 from botocore.exceptions import ClientError
 from moto.core import DEFAULT_ACCOUNT_ID
 
-from provisioner.config import ClusterConfig
-from provisioner.providers.aws_clients import is_mutating
-from provisioner.providers.aws_images import BASE_IMAGE_PARAMETER
+from xeoncluster.config import ClusterConfig
+from xeoncluster.providers.aws.clients import is_mutating
+from xeoncluster.providers.aws.images import BASE_IMAGE_PARAMETER
 
 REGION = "us-east-1"
 CALLER_IP = "203.0.113.7"
@@ -226,7 +226,7 @@ def nothing_left(state: dict[str, list[str]]) -> bool:
 
 def seed_cached_image(ec2: Any, key: str, baked_by: str = "seed") -> str:
     """An AMI tagged with `key`, as an earlier `up` (of another cluster) would have baked it."""
-    from provisioner.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY
+    from xeoncluster.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY
 
     instance = ec2.run_instances(ImageId=UBUNTU_AMI, MinCount=1, MaxCount=1, InstanceType="c7i.2xlarge")
     instance_id = instance["Instances"][0]["InstanceId"]
@@ -238,8 +238,8 @@ def seed_cached_image(ec2: Any, key: str, baked_by: str = "seed") -> str:
 
 
 def stock_image_key(base: str = UBUNTU_AMI, stack: str = "stock") -> str:
-    from provisioner.image import image_key
-    from provisioner.stacks import get_stack
+    from xeoncluster.image import image_key
+    from xeoncluster.stacks import get_stack
 
     return image_key(base, get_stack(stack))
 
@@ -251,7 +251,7 @@ def own_images(ec2: Any, cluster: str | None = None) -> list[dict[str, Any]]:
 
 def instances(ec2: Any, name: str = "t1") -> list[dict[str, Any]]:
     """The cluster's instances that are not terminated, from EC2 (moto)."""
-    from provisioner.providers.base import TAG_CLUSTER
+    from xeoncluster.providers.base import TAG_CLUSTER
 
     found = ec2.describe_instances(Filters=[{"Name": f"tag:{TAG_CLUSTER}", "Values": [name]}])["Reservations"]
     return [i for r in found for i in r["Instances"] if i["State"]["Name"] != "terminated"]

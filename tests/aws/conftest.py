@@ -19,7 +19,7 @@ moto workarounds (moto 5.2.1):
 - create_image with a "snapshot" TagSpecification raises NotImplementedError: the backend method
   is wrapped to tag the AMI's snapshot itself.
 - A bucket policy's TLS-only Deny (`aws:SecureTransport` false) denies every object request under
-  moto, which cannot evaluate Bool: `standin.moto_s3_policy` evaluates such policies as over TLS.
+  moto, which cannot evaluate Bool: `xeoncluster.standin.moto_s3_policy` evaluates such policies as over TLS.
 """
 from __future__ import annotations
 
@@ -50,10 +50,10 @@ from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 from recording_shell import ShellLog
 
-from provisioner.config import ClusterConfig
-from provisioner.providers.aws import AwsProvider
-from provisioner.providers.aws_boundary import BOUNDARY_NAME, boundary_document
-from standin import moto_s3_policy
+from xeoncluster.config import ClusterConfig
+from xeoncluster.providers.aws.boundary import BOUNDARY_NAME, boundary_document
+from xeoncluster.providers.aws.provider import AwsProvider
+from xeoncluster.standin import moto_s3_policy
 
 
 # -- environment ------------------------------------------------------------------------------
@@ -184,7 +184,7 @@ class CliRun:
 
 @dataclass
 class CliHarness:
-    """Runs `xeoncluster ARGS` through the real `provisioner.cli.main` (exit codes, one-line errors)
+    """Runs `xeoncluster ARGS` through the real `xeoncluster.cli.main` (exit codes, one-line errors)
     with the AWS provider under moto and the SSH seam replaced by a RecordingShell."""
 
     shell: ShellLog
@@ -206,7 +206,7 @@ class CliHarness:
         return provider
 
     def __call__(self, *argv: str) -> CliRun:
-        import provisioner.cli as cli_module
+        import xeoncluster.cli as cli_module
 
         obj = {"provider_factory": self.provider_factory, "shell_factory": self.shell.factory}
         self.capsys.readouterr()

@@ -1,9 +1,9 @@
-"""moto's server app behind the stand-in's IAM gate (standin/iam_gate.py), on loopback, in this process.
+"""moto's server app behind the stand-in's IAM gate (xeoncluster/standin/iam_gate.py), on loopback, in this process.
 
 It answers from the same in-process moto account as the `aws` fixture (moto's backends are global),
 so the admin's plain boto3 clients (the `testing` key, intercepted in-process) and calls through
 the server see the same resources. Calls signed by an IAM user's key or a role's session go through
-the gate, as they do on the booted stand-in (standin/daemon.py wraps moto the same way).
+the gate, as they do on the booted stand-in (xeoncluster/standin/daemon.py wraps moto the same way).
 """
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ import boto3
 import pytest
 from aws_helpers import REGION
 
-from standin.iam_gate import IamGate
-from standin.iam_users import UserKeys, make_user
-from standin.moto_iam import caller
-from standin.moto_lookup import MotoLookup
+from xeoncluster.standin.iam_gate import IamGate
+from xeoncluster.standin.iam_users import UserKeys, make_user
+from xeoncluster.standin.moto_iam import caller
+from xeoncluster.standin.moto_lookup import MotoLookup
 
 
 @dataclass

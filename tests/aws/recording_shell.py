@@ -1,4 +1,4 @@
-"""A recording stand-in for the SSH seam (`provisioner.remote.NodeShell`) for AWS lifecycle tests.
+"""A recording stand-in for the SSH seam (`xeoncluster.remote.NodeShell`) for AWS lifecycle tests.
 
 moto hands out addresses that must never be dialled, so every CLI test under moto replaces
 FabricShell with this. It records every command and file per node, answers as a fresh Ubuntu node
@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from provisioner.errors import RemoteError
-from provisioner.providers.base import Node
-from provisioner.remote import CommandResult, RemoteFile, SshIdentity
+from xeoncluster.errors import RemoteError
+from xeoncluster.providers.base import Node
+from xeoncluster.remote import CommandResult, RemoteFile, SshIdentity
 
 PROBE = re.compile(r"\|\| echo MISSING ([^\s;]+)")
 MESH_MARK = "ssh -o BatchMode=yes"
@@ -33,7 +33,7 @@ Trigger = Callable[[Call], bool]
 
 
 # The agents' code, state and start on the master (agent/client.py, agent/host.py).
-AGENT_MARKS = ("xeoncluster/agent", "xeoncluster/app", "provisioner.agent")
+AGENT_MARKS = ("xeoncluster/agent", "xeoncluster/app", "xeoncluster.agent")
 
 
 @dataclass

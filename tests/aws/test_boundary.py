@@ -7,8 +7,8 @@ import json
 import boto3
 from moto.core import DEFAULT_ACCOUNT_ID
 
-from provisioner.providers.aws_boundary import BOUNDARY_NAME, boundary_arn, boundary_document
-from provisioner.providers.aws_policy import policy_document
+from xeoncluster.providers.aws.boundary import BOUNDARY_NAME, boundary_arn, boundary_document
+from xeoncluster.providers.aws.policy import policy_document
 
 
 def remove_boundary() -> None:

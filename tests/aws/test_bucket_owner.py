@@ -19,15 +19,16 @@ from boto3.s3.transfer import TransferConfig
 from recording_shell import Call, ShellLog
 from s3_owner import OwnerCheck, assertion_client, bucket_of_another_account
 
-from provisioner.agent import storage_sync
-from provisioner.agent.checkpoint_source import OnMaster
-from provisioner.agent.record import RunRecord, RunState
-from provisioner.agent.storage_sync import StorageSync, download_checkpoint, durable_steps
-from provisioner.agent.submission import Submission
-from provisioner.providers import aws_bucket, aws_storage
-from provisioner.providers.aws import AwsProvider
-from provisioner.remote import CommandResult
-from provisioner.storage.base import StorageLocation
+from xeoncluster.agent import storage_sync
+from xeoncluster.agent.checkpoint_source import OnMaster
+from xeoncluster.agent.record import RunRecord, RunState
+from xeoncluster.agent.storage_sync import StorageSync, download_checkpoint, durable_steps
+from xeoncluster.agent.submission import Submission
+from xeoncluster.providers.aws import bucket as aws_bucket
+from xeoncluster.providers.aws import storage as aws_storage
+from xeoncluster.providers.aws.provider import AwsProvider
+from xeoncluster.remote import CommandResult
+from xeoncluster.storage.base import StorageLocation
 
 ACCOUNT = "123456789012"
 OTHER = "210987654321"

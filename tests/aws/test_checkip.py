@@ -11,10 +11,10 @@ import socket
 import pytest
 from aws_helpers import REGION, cluster_config
 
-from provisioner.errors import ConfigError
-from provisioner.providers import aws_checkip
-from provisioner.providers.aws import AwsProvider
-from provisioner.providers.aws_checkip import CheckIp
+from xeoncluster.errors import ConfigError
+from xeoncluster.providers.aws import checkip as aws_checkip
+from xeoncluster.providers.aws.checkip import CheckIp
+from xeoncluster.providers.aws.provider import AwsProvider
 
 
 class FakeTls:

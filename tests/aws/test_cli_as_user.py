@@ -12,9 +12,9 @@ from aws_helpers import UBUNTU_AMI, instances
 from botocore.exceptions import ClientError
 from gated_server import GatedServer
 
-from provisioner.providers.aws_boundary import boundary_arn, boundary_document
-from provisioner.providers.aws_policy import policy_document
-from standin.iam_users import UserKeys
+from xeoncluster.providers.aws.boundary import boundary_arn, boundary_document
+from xeoncluster.providers.aws.policy import policy_document
+from xeoncluster.standin.iam_users import UserKeys
 
 ACCOUNT = "123456789012"
 TRUST = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
@@ -139,9 +139,9 @@ def test_the_run_agent_replaces_a_worker_for_the_user_who_made_the_cluster(
     import boto3
     from test_cli_repair import spot_interrupt
 
-    from provisioner.agent import context as agent_context
-    from provisioner.commands.repair import repair
-    from provisioner.context import make_context
+    from xeoncluster.agent import context as agent_context
+    from xeoncluster.commands.repair import repair
+    from xeoncluster.context import make_context
 
     assert xc("up", "--name", "t1", "--nodes", "2").code == 0
     [maker] = {t["Value"] for i in instances(ec2) for t in i["Tags"] if t["Key"] == "xeoncluster:owner"}

@@ -23,7 +23,7 @@ from aws_helpers import (
 )
 from recording_shell import MESH_MARK
 
-from provisioner.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY, TAG_ROLE
+from xeoncluster.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY, TAG_ROLE
 
 SIZES = [1, 4, 64]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from aws_helpers import live_state, nothing_left, own_images
 from recording_shell import MESH_MARK
 
-from provisioner.providers.base import TAG_CLUSTER
+from xeoncluster.providers.base import TAG_CLUSTER
 
 
 def cluster_instances(ec2, name="t1"):
@@ -92,10 +92,10 @@ def test_the_agent_replaces_a_node_while_the_image_bakes_without_asking_ssm(xc, 
     """Right after a parallel `up` the image is still being baked, so a replacement starts from the base
     image. The run agent does that with the master's role, which may not read SSM: the base image id
     travels in the state `up` wrote."""
-    from provisioner.commands.repair import repair
-    from provisioner.config import load_config
-    from provisioner.context import make_context
-    from provisioner.state import StateDir
+    from xeoncluster.commands.repair import repair
+    from xeoncluster.config import load_config
+    from xeoncluster.context import make_context
+    from xeoncluster.state import StateDir
 
     Path("cluster.yaml").write_text("image_strategy: parallel\n")
     assert xc("up", "--name", "t1", "--nodes", "2").code == 0

@@ -17,11 +17,11 @@ from dataclasses import replace
 from aws_helpers import write_config
 from recording_shell import fake_host_key
 
-from provisioner.agent.record import RunRecord, RunState
-from provisioner.config import load_config
-from provisioner.providers.base import Node
-from provisioner.remote import CommandResult
-from provisioner.state import StateDir
+from xeoncluster.agent.record import RunRecord, RunState
+from xeoncluster.config import load_config
+from xeoncluster.providers.base import Node
+from xeoncluster.remote import CommandResult
+from xeoncluster.state import StateDir
 
 INJECTED = "203.0.113.7\nHost *\n  ProxyCommand touch /tmp/xc-pwned"
 EVIL_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEVILEVILEVILEVILEVILEVILEVILEVILEVILEVILEVIL"

@@ -12,7 +12,7 @@ from aws_helpers import REGION, UBUNTU_AMI
 from botocore.exceptions import ClientError
 from gated_server import GatedServer
 
-from standin.iam_users import UserKeys
+from xeoncluster.standin.iam_users import UserKeys
 
 ACCOUNT = "123456789012"
 CLUSTER_TAG = "xeoncluster:cluster"
@@ -145,8 +145,8 @@ def test_aws_standin_user_prints_the_keys_of_a_user_holding_exactly_the_policy_f
         gated: GatedServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     """`aws-standin.sh user NAME POLICY_JSON BOUNDARY_JSON`, with the running daemon's moto replaced by this one."""
-    from standin import __main__ as standin_main
-    from standin import lifecycle
+    from xeoncluster.standin import __main__ as standin_main
+    from xeoncluster.standin import lifecycle
 
     monkeypatch.setattr(lifecycle, "read_state", lambda paths: {"moto_url": gated.url})
     monkeypatch.setattr(lifecycle, "in_namespace", lambda paths, action: action())

@@ -12,12 +12,12 @@ from typing import Any
 
 from aws_helpers import PUBLIC_KEY, cluster_config, write_config
 
-from provisioner.providers import aws_policy
-from provisioner.providers.aws_boundary import boundary_arn, boundary_document
-from provisioner.providers.aws_iam_doc import CANONICAL
-from standin.iam_lookup import Lookup, RoleFacts
-from standin.iam_policy import Question, allowed, refusal
-from standin.iam_requests import ec2_questions, iam_questions, s3_questions
+from xeoncluster.providers.aws import policy as aws_policy
+from xeoncluster.providers.aws.boundary import boundary_arn, boundary_document
+from xeoncluster.providers.aws.iam_doc import CANONICAL
+from xeoncluster.standin.iam_lookup import Lookup, RoleFacts
+from xeoncluster.standin.iam_policy import Question, allowed, refusal
+from xeoncluster.standin.iam_requests import ec2_questions, iam_questions, s3_questions
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,8 +27,8 @@ def snake(name: str) -> str:
 
 
 def provider_source() -> str:
-    return "\n".join(p.read_text() for p in (REPO / "provisioner" / "providers").glob("aws*.py")
-                     if p.name != "aws_policy.py")
+    return "\n".join(p.read_text() for p in (REPO / "xeoncluster" / "providers" / "aws").glob("*.py")
+                     if p.name != "policy.py")
 
 
 def test_every_action_in_the_policy_is_called_by_the_provider():
@@ -150,7 +150,7 @@ def may(service: str, action: str, params: dict[str, str], policies: list[dict[s
     questions = (ec2_questions(action, params, "us-east-1", ACCOUNT, WORLD) if service == "ec2"
                  else iam_questions(action, params, ACCOUNT, WORLD))
     assert questions
-    # The gate puts the caller's aws:userid into every question (standin/iam_gate.py).
+    # The gate puts the caller's aws:userid into every question (xeoncluster/standin/iam_gate.py).
     return all(allowed(policies or [USER], replace(q, context={"aws:userid": [ME], **q.context})) for q in questions)
 
 

@@ -6,8 +6,8 @@ import re
 import pytest
 from aws_helpers import PUBLIC_KEY, UBUNTU_AMI, cluster_config
 
-from provisioner.errors import ConfigError, ProviderError
-from provisioner.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY
+from xeoncluster.errors import ConfigError, ProviderError
+from xeoncluster.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY
 
 KEY = "f" * 64
 

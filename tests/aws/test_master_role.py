@@ -10,10 +10,10 @@ import json
 import pytest
 from aws_helpers import instances
 
-from provisioner.providers.aws_role import RoleScope, master_policy
-from standin.iam_policy import Question, allowed, refusal
-from standin.iam_requests import ec2_questions
-from standin.moto_lookup import MotoLookup
+from xeoncluster.providers.aws.role import RoleScope, master_policy
+from xeoncluster.standin.iam_policy import Question, allowed, refusal
+from xeoncluster.standin.iam_requests import ec2_questions
+from xeoncluster.standin.moto_lookup import MotoLookup
 
 ROLE = "xeoncluster-t1-us-east-1"
 
@@ -153,7 +153,7 @@ def test_the_role_carries_the_boundary_and_can_launch_what_up_launched(xc, aws) 
     """Under its boundary, the role may make the very launch `up` made for the workers (a replacement)."""
     import boto3
 
-    from provisioner.providers.aws_boundary import boundary_arn
+    from xeoncluster.providers.aws.boundary import boundary_arn
 
     iam = boto3.client("iam", region_name="us-east-1")
     assert xc("up", "--name", "t1", "--nodes", "2").code == 0
@@ -185,7 +185,7 @@ def query_form(operation: str, params: dict) -> dict[str, str]:
 def test_a_role_made_before_the_boundary_gets_it_on_the_next_up(xc, aws) -> None:
     import boto3
 
-    from provisioner.providers.aws_role import TRUST
+    from xeoncluster.providers.aws.role import TRUST
 
     iam = boto3.client("iam", region_name="us-east-1")
     iam.create_role(RoleName=ROLE, AssumeRolePolicyDocument=json.dumps(TRUST))

@@ -11,7 +11,7 @@ import boto3
 import pytest
 from aws_helpers import PUBLIC_KEY, REGION, UBUNTU_AMI, cluster_config
 
-from provisioner.providers.aws import AwsProvider
+from xeoncluster.providers.aws.provider import AwsProvider
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from aws_helpers import UBUNTU_AMI, instances, own_images, seed_cached_image, st
 from moto.ec2.models import ec2_backends
 from moto.ec2.models.elastic_block_store import Snapshot
 
-from provisioner.providers.aws_images import TAG_CONFIGURE_SECONDS
+from xeoncluster.providers.aws.images import TAG_CONFIGURE_SECONDS
 
 PROGRESS: dict[str, str] = {}
 

@@ -5,10 +5,10 @@ import json
 
 from aws_helpers import PUBLIC_KEY, UBUNTU_AMI, cluster_config, stock_image_key
 
-from provisioner.commands import plan as plan_cmd
-from provisioner.context import CommandContext
-from provisioner.progress import Reporter
-from provisioner.state import StateDir
+from xeoncluster.commands import plan as plan_cmd
+from xeoncluster.context import CommandContext
+from xeoncluster.progress import Reporter
+from xeoncluster.state import StateDir
 
 
 def make_plan(provider, cluster, tmp_path):

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from aws_helpers import ApiRecorder, cluster_config
 
-from provisioner.errors import ConfigError
+from xeoncluster.errors import ConfigError
 
 
 def quota(value: float) -> Callable[[dict[str, Any]], dict[str, Any]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from aws_helpers import PUBLIC_KEY, live_state, nothing_left, own_images, write_config
 
-from provisioner.providers.aws_images import BAKE_ROOT_GIB
+from xeoncluster.providers.aws.images import BAKE_ROOT_GIB
 
 
 @pytest.fixture

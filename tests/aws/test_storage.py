@@ -12,13 +12,13 @@ import boto3
 import pytest
 from aws_helpers import REGION, live_state, write_config
 
-from provisioner.agent.checkpoint_source import OnMaster
-from provisioner.agent.storage_sync import StorageSync, download_checkpoint, durable_steps
-from provisioner.errors import ConfigError
-from provisioner.providers import aws_storage
-from provisioner.providers.aws_role import RoleScope, master_policy
-from standin.iam_policy import allowed
-from standin.iam_requests import s3_questions
+from xeoncluster.agent.checkpoint_source import OnMaster
+from xeoncluster.agent.storage_sync import StorageSync, download_checkpoint, durable_steps
+from xeoncluster.errors import ConfigError
+from xeoncluster.providers.aws import storage as aws_storage
+from xeoncluster.providers.aws.role import RoleScope, master_policy
+from xeoncluster.standin.iam_policy import allowed
+from xeoncluster.standin.iam_requests import s3_questions
 
 ACCOUNT = "123456789012"
 BUCKET = f"xeoncluster-{ACCOUNT}-{REGION}"

@@ -6,9 +6,9 @@ import signal
 import subprocess
 import time
 
-from provisioner.providers.local_net import bridge_name
 from tests.conftest import CliResult, run_cli
 from tests.e2e.conftest import LocalEnv, leftovers
+from xeoncluster.providers.local.net import bridge_name
 
 SUBNET = "10.215.3.0/24"
 

@@ -23,7 +23,7 @@ def wait_for(condition, what: str, timeout: float) -> float:  # type: ignore[no-
 
 
 def watchers(env: LocalEnv, name: str) -> list[str]:
-    found = subprocess.run(["pgrep", "-af", f"provisioner.agent watch {name}"], capture_output=True, text=True)
+    found = subprocess.run(["pgrep", "-af", f"xeoncluster.agent watch {name}"], capture_output=True, text=True)
     return found.stdout.splitlines()
 
 

@@ -9,8 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from provisioner.state import StateDir
 from tests.e2e.conftest import LocalEnv, leftovers
+from xeoncluster.state import StateDir
 
 NODES = ["node0", "node1", "node2"]
 
@@ -157,8 +157,8 @@ def test_down_finds_leftovers_without_state(local_env: LocalEnv, warm_image: str
 
 def test_bridge_removed_when_last_cluster_goes(local_env: LocalEnv, warm_image: str) -> None:
     """Two clusters on their own subnet share its bridge; it goes only with the last of them."""
-    from provisioner.providers.local_net import bridge_name
     from tests.conftest import run_cli
+    from xeoncluster.providers.local.net import bridge_name
 
     subnet = "10.217.0.0/24"
     config = local_env.base / "own-subnet.yaml"
@@ -185,7 +185,7 @@ def test_ctrl_c_during_up_removes_what_it_created(local_env: LocalEnv, warm_imag
     """Interrupt a cold up (image: none makes every node install the stack) in the middle."""
     name = "e2eint"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "provisioner.cli", "--config", str(local_env.config), "up", "--name", name,
+        [sys.executable, "-m", "xeoncluster.cli", "--config", str(local_env.config), "up", "--name", name,
          "--nodes", "2", "--image", "none"],
         env={**os.environ, "XEONCLUSTER_HOME": str(local_env.home)}, cwd=local_env.base,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -249,8 +249,8 @@ def test_nodes_reach_their_peers_but_not_the_hosts_services(local_env: LocalEnv,
     import socket
     import threading
 
-    from provisioner.providers.local_net import gateway
     from tests.e2e.conftest import SUBNET
+    from xeoncluster.providers.local.net import gateway
 
     host = gateway(SUBNET)
     server = socket.create_server((host, 0))

@@ -4,10 +4,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from provisioner.providers.local_net import bridge_name
-from provisioner.state import StateDir
 from tests.conftest import CliResult, run_cli
 from tests.e2e.conftest import LocalEnv, leftovers
+from xeoncluster.providers.local.net import bridge_name
+from xeoncluster.state import StateDir
 
 SUBNET = "10.215.2.0/24"
 # Old code went to AWS here; make sure nothing can leave this machine if it does.

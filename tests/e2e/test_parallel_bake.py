@@ -30,7 +30,7 @@ def cold_env(tmp_path: Path) -> Iterator[LocalEnv]:
 
 def test_parallel_cold_ups_bake_once_and_both_clusters_work(cold_env: LocalEnv) -> None:
     procs = {name: subprocess.Popen(
-        [sys.executable, "-m", "provisioner.cli", "--config", str(cold_env.config), "up", "--name", name,
+        [sys.executable, "-m", "xeoncluster.cli", "--config", str(cold_env.config), "up", "--name", name,
          "--nodes", "1"], env={**os.environ, "XEONCLUSTER_HOME": str(cold_env.home)}, cwd=cold_env.base,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for name in ("e2epa", "e2epb")}
     outputs = {name: proc.communicate(timeout=900) for name, proc in procs.items()}

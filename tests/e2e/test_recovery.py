@@ -25,7 +25,7 @@ def lose_node(cluster: str, node: str) -> None:
 def start_training(env: LocalEnv, cluster: str, run: str, *extra: str) -> subprocess.Popen[str]:
     import os
 
-    argv = [sys.executable, "-m", "provisioner.cli", "--config", str(env.config), "train", "squad", "--name",
+    argv = [sys.executable, "-m", "xeoncluster.cli", "--config", str(env.config), "train", "squad", "--name",
             cluster, "--demo", "--run", run, *extra, "--", "--max-steps", str(STEPS), "--save-steps", str(SAVE_STEPS)]
     return subprocess.Popen(argv, env={**os.environ, "XEONCLUSTER_HOME": str(env.home)}, cwd=env.base,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

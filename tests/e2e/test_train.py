@@ -61,7 +61,8 @@ def test_train_glue_on_the_original_mrpc_tsv(local_env: LocalEnv, cluster2: str,
     """A local file is copied to every node. The model is the demo's tiny BERT, built here: local nodes
     see this machine's files outside /root, so every node reads it from the same path."""
     data = DATA / "mrpc-train.tsv"
-    subprocess.run([sys.executable, "-m", "training", "demo-assets", "--out", str(tmp_path / "demo")], check=True,
+    subprocess.run([sys.executable, "-m", "xeoncluster.node", "demo-assets", "--out", str(tmp_path / "demo")],
+                   check=True,
                    capture_output=True)
     model = str(tmp_path / "demo" / "model")
     local_env.ok("train", "glue", "--name", cluster2, "--train-file", str(data), "--model", model,
@@ -101,7 +102,7 @@ def rank_processes(rank: int) -> list[int]:
             environ = (proc / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"training" in cmdline and b"-m" in cmdline and f"PMI_RANK={rank}".encode() in environ:
+        if b"xeoncluster.node" in cmdline and b"-m" in cmdline and f"PMI_RANK={rank}".encode() in environ:
             found.append(int(proc.name))
     return found
 
@@ -109,7 +110,7 @@ def rank_processes(rank: int) -> list[int]:
 def test_failed_rank_is_named(local_env: LocalEnv, cluster2: str) -> None:
     """Kill rank 1's python on node1 mid-run: the run ends with one line naming the rank/node and the log."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "provisioner.cli", "--config", str(local_env.config), "train", "squad", "--name",
+        [sys.executable, "-m", "xeoncluster.cli", "--config", str(local_env.config), "train", "squad", "--name",
          cluster2, "--demo", "--run", "squad-killed", "--", "--max_steps", "400"],
         env={**os.environ, "XEONCLUSTER_HOME": str(local_env.home)}, cwd=local_env.base,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -133,7 +134,7 @@ def test_resume_across_nodes_continues_from_the_checkpoint(local_env: LocalEnv, 
     args = ["train", "squad", "--name", cluster2, "--demo", "--run", "squad-resume", "--",
             "--max-steps", "160", "--save-steps", "40", "--no-eval-before"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "provisioner.cli", "--config", str(local_env.config), *args],
+        [sys.executable, "-m", "xeoncluster.cli", "--config", str(local_env.config), *args],
         env={**os.environ, "XEONCLUSTER_HOME": str(local_env.home)}, cwd=local_env.base,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     checkpoints = [local_env.root / "clusters" / cluster2 / node / "upper" / "xeoncluster" / "runs" / "squad-resume"
@@ -156,9 +157,9 @@ def test_resume_across_nodes_continues_from_the_checkpoint(local_env: LocalEnv, 
 def test_official_squad_v2_scoring_of_fetched_predictions_matches_metrics(
         local_env: LocalEnv, cluster2: str, tmp_path: Path) -> None:
     """The run brings back predictions.json, null_odds.json and loss.png; the official v2.0 evaluation
-    logic applied to them (independent of training/squad_metrics.py) gives the EM/F1 in metrics.json."""
+    logic applied to them (independent of xeoncluster/node/squad_metrics.py) gives the EM/F1 in metrics.json."""
     from tests.training.squad_official import evaluate, official_layout
-    from training.demo_assets import DemoLayout, ensure_demo_assets
+    from xeoncluster.node.demo_assets import DemoLayout, ensure_demo_assets
 
     local_env.ok("train", "squad", "--name", cluster2, "--demo", "--run", "squad-official", "--",
                  "--max-steps", "300", "--no-eval-before", timeout=900)

@@ -28,7 +28,7 @@ def guard_cluster(local_env: LocalEnv, warm_image: str) -> Iterator[str]:
 
 def start_train(env: LocalEnv, cluster: str, run: str, steps: int, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "provisioner.cli", "--config", str(env.config), "train", "squad", "--name", cluster,
+        [sys.executable, "-m", "xeoncluster.cli", "--config", str(env.config), "train", "squad", "--name", cluster,
          "--demo", "--run", run, *extra, "--", "--max-steps", str(steps), "--no-eval-before"],
         env={**os.environ, "XEONCLUSTER_HOME": str(env.home)}, cwd=env.base,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -53,7 +53,7 @@ def error_line(err: str) -> str:
 
 
 def cluster_ranks(cluster: str) -> list[int]:
-    """`python -m training` processes in this cluster's namespaces (other tests on this machine may train too)."""
+    """`python -m xeoncluster.node` processes in this cluster's namespaces (other tests here may train too)."""
     found = []
     for node in ("node0", "node1"):
         pids = subprocess.run(["ip", "netns", "pids", f"xc-{cluster}-{node}"], capture_output=True,
@@ -63,7 +63,7 @@ def cluster_ranks(cluster: str) -> list[int]:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"-m" in cmdline and b"training" in cmdline:
+            if b"-m" in cmdline and b"xeoncluster.node" in cmdline:
                 found.append(int(pid))
     return found
 
@@ -104,7 +104,7 @@ def agents_of(env: LocalEnv, cluster: str) -> list[int]:
             environ = (proc / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"provisioner.agent" in argv and cluster.encode() in argv and \
+        if b"xeoncluster.agent" in argv and cluster.encode() in argv and \
                 f"XEONCLUSTER_HOME={env.home}".encode() in environ:
             found.append(int(proc.name))
     return found

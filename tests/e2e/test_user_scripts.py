@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.workdir import scan
 from tests.e2e.conftest import LocalEnv
 from tests.e2e.test_recovery import wait_for_end
+from xeoncluster.workdir import scan
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -219,3 +219,20 @@ def test_a_workdirs_secrets_stay_home_unless_named(local_env: LocalEnv, cluster:
     assert ".env" not in node_listing(local_env, cluster, f"ls -A ~/xeoncluster/work/{sent}/")
     local_env.ok("train", script, "--name", cluster, "--run", "envfile", "--include-secret", ".env")
     assert ".env" in rank0(local_env, cluster, "envfile")  # type: ignore[operator]
+
+
+def test_a_workdir_with_packages_named_like_ours_runs_its_own(local_env: LocalEnv, cluster: str,
+                                                               tmp_path: Path) -> None:
+    """The ranks' path holds `xeoncluster` alone: a user's `training`, `provisioner`, `standin`, `agent`,
+    `node` or `utils` package is the one their script imports (before 0.2, `training` was ours)."""
+    names = ("training", "provisioner", "standin", "agent", "node", "utils")
+    for name in names:
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text("")
+        (tmp_path / name / "helpers.py").write_text(f"VALUE = 'users-own-{name}'\n")
+    imports = "\n".join(f"from {name}.helpers import VALUE as {name}_value" for name in names)
+    (tmp_path / "main.py").write_text(f"import os\n{imports}\n"
+                                      f"print('rank', os.environ['RANK'], {', '.join(f'{n}_value' for n in names)})\n")
+    done = local_env.ok("train", str(tmp_path / "main.py"), "--name", cluster, "--run", "own-packages")
+    own = " ".join(f"users-own-{name}" for name in names)
+    assert f"rank 0 {own}" in done.out and f"rank 1 {own}" in done.out

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from provisioner.cli import main
-from provisioner.workdir import scan
 from tests.kube.test_export_torchrun import REPO, run_pod
+from xeoncluster.cli import main
+from xeoncluster.workdir import scan
 
 EXAMPLES = REPO / "examples"
 
@@ -52,7 +52,8 @@ def test_a_script_job_runs_the_wrapper_from_its_own_image(project: Path, capsys:
     assert trainer["image"] == f"xeoncluster-ddp-plain:{scan(project, ('.git',)).digest}"
     output = f"/data/runs/{job['metadata']['name']}/node-$(XC_NODE_INDEX)"
     assert trainer["command"] == ["torchrun", "--nproc-per-node", "1", "--no-python", "python", "-m",
-                                  "training.user_script", "--output-dir", output, "--workdir", "/opt/xeoncluster/work",
+                                  "xeoncluster.node.user_script", "--output-dir", output,
+                                  "--workdir", "/opt/xeoncluster/work",
                                   "--script", "ddp_plain.py", "--resume", "--", "--steps", "10",
                                   "--log", f"{output}/log.txt"]
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from provisioner.cli import main
+from xeoncluster.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_INDEX = "$(XC_NODE_INDEX)"

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from standin.containers import mounts_under
-from standin.network import current_netns_inode, enter_netns, return_to
-from standin.paths import Paths
+from xeoncluster.standin.containers import mounts_under
+from xeoncluster.standin.network import current_netns_inode, enter_netns, return_to
+from xeoncluster.standin.paths import Paths
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "aws-standin.sh"

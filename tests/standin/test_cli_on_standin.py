@@ -31,7 +31,7 @@ class Cli:
     credentials: dict[str, str]  # the user's access key: exactly the policy docs/aws.md documents
 
     def argv(self, *args: str) -> list[str]:
-        return [sys.executable, "-m", "provisioner.cli", "--config", str(self.config), *args]
+        return [sys.executable, "-m", "xeoncluster.cli", "--config", str(self.config), *args]
 
     def env(self) -> dict[str, str]:
         return {**os.environ, "XEONCLUSTER_HOME": str(self.home), "PYTHONPATH": str(REPO), **self.credentials}
@@ -69,9 +69,9 @@ def cli(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cli]
 def documented_user(name: str) -> dict[str, str]:
     """An IAM user holding exactly the user's policy of docs/aws.md, with the account's boundary made
     by its administrator (here, the stand-in's admin key): the gate evaluates every call it makes."""
-    from provisioner.providers.aws_boundary import boundary_document
-    from provisioner.providers.aws_policy import policy_document
-    from standin.iam_users import make_user
+    from xeoncluster.providers.aws.boundary import boundary_document
+    from xeoncluster.providers.aws.policy import policy_document
+    from xeoncluster.standin.iam_users import make_user
 
     account = boto3.client("sts").get_caller_identity()["Account"]
     keys = make_user(boto3.client("iam"), name, policy_document(account), boundary_document(account))
@@ -285,7 +285,7 @@ def test_the_laptop_takes_nothing_from_a_master_that_rewrites_its_state(cli: Cli
     """Anything on the master (the user's script, a package it installed) can rewrite the agent's
     state and pins. With the node set changed (node2 is gone), `status` and `up` must still take node
     records from EC2 and host keys from the laptop's pins and the instances' consoles, never from there."""
-    from provisioner.agent.host import AGENT_HOME
+    from xeoncluster.agent.host import AGENT_HOME
 
     files = cli.home / "clusters" / CLUSTER
     pins = (files / "known_hosts").read_text()

@@ -22,8 +22,8 @@ import pytest
 import yaml
 from botocore.exceptions import ClientError
 
-from provisioner.providers.aws_console import parse_host_keys
-from standin.containers import mounts_under
+from xeoncluster.providers.aws.console import parse_host_keys
+from xeoncluster.standin.containers import mounts_under
 
 from .conftest import REPO, SCRIPT
 

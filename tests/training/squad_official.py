@@ -1,4 +1,4 @@
-"""The official SQuAD v2.0 evaluation logic (evaluate-v2.0.py), kept independent of training/.
+"""The official SQuAD v2.0 evaluation logic (evaluate-v2.0.py), kept independent of xeoncluster/node/.
 
 It reads what the official script reads: the dataset in the official nested layout, a predictions
 file (id -> text) and optionally an na-prob file (id -> no-answer odds), thresholded at 1.0.

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from training.__main__ import main
+from xeoncluster.node.__main__ import main
 
 from .training_helpers import SHARED_DATA, run_training
 

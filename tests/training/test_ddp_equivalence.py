@@ -41,7 +41,7 @@ def _no_dropout_model(demo_dir: Path, target: Path) -> Path:
 
 def _args(model: Path, data: Path, out: Path, batch: int) -> list[str]:
     return [
-        "-m", "training", "squad",
+        "-m", "xeoncluster.node", "squad",
         "--model", str(model),
         "--train-file", str(data),
         "--output-dir", str(out),

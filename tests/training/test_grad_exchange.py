@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from training import config as run_config
-from training.cli import parse
-from training.grad_exchange import bf16_gloo_hook, tuned_ddp_handler
-from training.stack import StackPlan
-from training.trainer_setup import training_arguments
+from xeoncluster.node import config as run_config
+from xeoncluster.node.cli import parse
+from xeoncluster.node.grad_exchange import bf16_gloo_hook, tuned_ddp_handler
+from xeoncluster.node.stack import StackPlan
+from xeoncluster.node.trainer_setup import training_arguments
 
 SINGLE = StackPlan(stack="stock", backend=None, use_ipex=False)
 

@@ -23,7 +23,7 @@ EXIT_INTERRUPTED = 75
 
 def _command(demo_dir: Path, out: Path, resume: bool) -> list[str]:
     mpiexec = Path(sys.executable).parent / "mpiexec.hydra"
-    return [str(mpiexec), "-n", "2", sys.executable, "-m", "training", "squad",
+    return [str(mpiexec), "-n", "2", sys.executable, "-m", "xeoncluster.node", "squad",
             "--model", str(demo_dir / "model"), "--train-file", str(demo_dir / "squad" / "train.json"),
             "--output-dir", str(out), "--cache-dir", str(out.parent / f"{out.name}-cache"),
             "--max-train-samples", "64", "--max-seq-length", "64", "--doc-stride", "24",

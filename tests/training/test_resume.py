@@ -18,7 +18,7 @@ SAVE_STEPS = 10
 
 def _command(demo_dir: Path, out: Path, resume: bool) -> list[str]:
     return [
-        sys.executable, "-m", "training", "squad",
+        sys.executable, "-m", "xeoncluster.node", "squad",
         "--demo", str(demo_dir),
         "--output-dir", str(out),
         "--cache-dir", str(out.parent / "cache"),

@@ -1,8 +1,8 @@
 import json
 from pathlib import Path
 
-from training.sources import DataSource
-from training.squad_data import load_squad, read_squad_file
+from xeoncluster.node.sources import DataSource
+from xeoncluster.node.squad_data import load_squad, read_squad_file
 
 from .training_helpers import SHARED_DATA
 

@@ -1,4 +1,4 @@
-"""The wrapper a user's script runs under (python -m training.user_script), one rank in a subprocess:
+"""The wrapper a user's script runs under (python -m xeoncluster.node.user_script), one rank in a subprocess:
 the environment the script sees, how its ending is reported, and that the rank ends once reported."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tests.training.training_helpers import REPO, offline_env
-from training.events import MARKER
+from xeoncluster.node.events import MARKER
 
 
 def wrap(tmp_path: Path, script: str, *args: str, resume: bool = False,
@@ -17,7 +17,8 @@ def wrap(tmp_path: Path, script: str, *args: str, resume: bool = False,
     workdir.mkdir(exist_ok=True)
     (workdir / "job.py").write_text(script)
     own = ["--output-dir", str(tmp_path / "out"), "--workdir", str(workdir), "--script", "job.py"]
-    return subprocess.run([sys.executable, "-m", "training.user_script", *own, *(["--resume"] if resume else []),
+    return subprocess.run([sys.executable, "-m", "xeoncluster.node.user_script", *own,
+                           *(["--resume"] if resume else []),
                            "--", *args], cwd=REPO, env=offline_env(XC_STOP_GRACE="5"), capture_output=True,
                           text=True, timeout=timeout)
 

@@ -1,4 +1,4 @@
-"""Paths and an offline environment for running `python -m training` in subprocesses."""
+"""Paths and an offline environment for running `python -m xeoncluster.node` in subprocesses."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def offline_env(**extra: str) -> dict[str, str]:
 
 def run_training(args: list[str], timeout: float = 240, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "training", *args],
+        [sys.executable, "-m", "xeoncluster.node", *args],
         cwd=REPO,
         env=offline_env(**env),
         capture_output=True,

@@ -1,7 +1,7 @@
 import pytest
 
-from provisioner.providers.aws_catalog import DEFAULT_TCMALLOC, known_names, lookup, nearest, topology_of
-from provisioner.topology import plan_ranks
+from xeoncluster.providers.aws.catalog import DEFAULT_TCMALLOC, known_names, lookup, nearest, topology_of
+from xeoncluster.topology import plan_ranks
 
 REQUIRED = (
     [f"c6i.{s}" for s in ("xlarge", "2xlarge", "4xlarge", "8xlarge", "16xlarge", "32xlarge")]

@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = ("provisioner", "training", "standin")
+PACKAGES = ("xeoncluster",)
 MAX_FUNCTION_LINES = 50
 MAX_MODULE_LINES = 350
 

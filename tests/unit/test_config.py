@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.cli import main
-from provisioner.config import ClusterConfig, load_config
-from provisioner.errors import ConfigError
+from xeoncluster.cli import main
+from xeoncluster.config import ClusterConfig, load_config
+from xeoncluster.errors import ConfigError
 
 
 def invoke(argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:

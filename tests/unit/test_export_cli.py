@@ -8,9 +8,9 @@ import click
 import pytest
 import yaml
 
-from provisioner.cli import main
-from provisioner.cli.export_command import export as export_command
-from provisioner.stacks import get_stack
+from xeoncluster.cli import main
+from xeoncluster.cli.export_command import export as export_command
+from xeoncluster.stacks import get_stack
 
 FOUR_C7I = ["--nodes", "4", "--instance-type", "c7i.16xlarge"]
 
@@ -99,7 +99,7 @@ def test_dockerfile_installs_the_stack_pins_tcmalloc_and_training(tmp_path: Path
         assert f"        {package}" in text, package
     for url in stack.index_urls:
         assert f"--extra-index-url {url}" in text
-    assert "libgoogle-perftools4" in text and "COPY training/ /opt/xeoncluster/training/" in text
+    assert "libgoogle-perftools4" in text and "COPY xeoncluster/node/ /opt/xeoncluster/xeoncluster/node/" in text
     assert "ENV PYTHONPATH=/opt/xeoncluster" in text and "docker build -f THIS_FILE -t reg.example/xc:1 ." in text
     _, job = yaml.safe_load_all(out)
     env = {e["name"]: e.get("value") for e in job["spec"]["trainer"]["env"]}

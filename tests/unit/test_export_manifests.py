@@ -10,14 +10,14 @@ import kubeflow_trainer_api.models as trainer_models
 import pytest
 from kubeflow.training.api_client import ApiClient
 
-from provisioner.kube.export import Export, export
-from provisioner.kube.job_spec import ExportRequest
-from provisioner.kube.machine import machine
-from provisioner.kube.resources import pod_share, pod_topology
-from provisioner.providers import aws_catalog
-from provisioner.stacks import get_stack
-from provisioner.topology import plan_ranks
-from provisioner.train_plan import TrainRequest, dry_run_plan
+from xeoncluster.kube.export import Export, export
+from xeoncluster.kube.job_spec import ExportRequest
+from xeoncluster.kube.machine import machine
+from xeoncluster.kube.resources import pod_share, pod_topology
+from xeoncluster.providers.aws import catalog as aws_catalog
+from xeoncluster.stacks import get_stack
+from xeoncluster.topology import plan_ranks
+from xeoncluster.train_plan import TrainRequest, dry_run_plan
 
 IMAGE = "registry.example.com/xeoncluster-training:stock"
 
@@ -191,7 +191,7 @@ def test_the_command_is_torchrun_over_python_m_training_resuming_from_its_checkp
     _, job = trainjob_docs(task="glue", glue_task="rte", train_file="/data/rte/train.tsv",
                            model="/data/models/bert", trainer_args=("--epochs", "2"))
     assert job["spec"]["trainer"]["command"] == [
-        "torchrun", "--nproc-per-node", "1", "--no-python", "python", "-m", "training", "glue", "--task", "rte",
+        "torchrun", "--nproc-per-node", "1", "--no-python", "python", "-m", "xeoncluster.node", "glue", "--task", "rte",
         "--train-file", "/data/rte/train.tsv", "--model", "/data/models/bert",
         "--output-dir", "/data/runs/squad-k8s/node-$(XC_NODE_INDEX)", "--cache-dir", "/data/cache/features",
         "--stack", "stock", "--resume", "--epochs", "2"]

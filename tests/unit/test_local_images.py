@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.config import load_config
-from provisioner.errors import ProviderError
-from provisioner.providers.base import Node
-from provisioner.providers.local import LocalProvider
+from xeoncluster.config import load_config
+from xeoncluster.errors import ProviderError
+from xeoncluster.providers.base import Node
+from xeoncluster.providers.local.provider import LocalProvider
 
 KEY = "ab" * 32
 

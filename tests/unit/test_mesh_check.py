@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.commands.up_nodes import check_mesh
-from provisioner.errors import XeonClusterError
-from provisioner.providers.base import Node
-from provisioner.remote import CommandResult
+from xeoncluster.commands.up_nodes import check_mesh
+from xeoncluster.errors import XeonClusterError
+from xeoncluster.providers.base import Node
+from xeoncluster.remote import CommandResult
 
 NODES = [Node(name=f"node{i}", id=f"n{i}", private_ip=f"10.0.0.{i + 2}", ssh_host="", role="worker",
               market="local") for i in range(3)]

@@ -5,9 +5,9 @@ import dataclasses
 import hashlib
 from pathlib import Path
 
-from provisioner.config import load_config
-from provisioner.packages import pip_args
-from provisioner.stacks import get_stack
+from xeoncluster.config import load_config
+from xeoncluster.packages import pip_args
+from xeoncluster.stacks import get_stack
 
 STACK = dataclasses.replace(get_stack("stock"), index_urls=("https://a.example/simple", "https://b.example/simple"))
 

@@ -5,11 +5,12 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-NEUTRAL = [*sorted((REPO / "provisioner" / "commands").glob("*.py")),
-           *sorted((REPO / "provisioner" / "cli").glob("*.py")),
-           *(REPO / "provisioner" / name for name in ("config.py", "context.py", "train_plan.py", "image.py",
-                                                       "render.py", "state.py")),
-           *(p for p in sorted((REPO / "training").glob("*.py")) if p.name != "notices.py")]
+PACKAGE = REPO / "xeoncluster"
+NEUTRAL = [*sorted((PACKAGE / "commands").glob("*.py")),
+           *sorted((PACKAGE / "cli").glob("*.py")),
+           *(PACKAGE / name for name in (
+               "config.py", "context.py", "train_plan.py", "image.py", "render.py", "state.py")),
+           *(p for p in sorted((PACKAGE / "node").glob("*.py")) if p.name != "notices.py")]
 PROVIDER_SPECIFIC = re.compile(r"""["'](aws|local)["']|ami-|vpc-|169\.254\.169\.254|\bimds\b|\bboto3?\b""", re.I)
 
 

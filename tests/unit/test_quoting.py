@@ -11,20 +11,20 @@ from typing import Any
 
 import pytest
 
-from provisioner.commands.train_results import fetch_results
-from provisioner.config import AptSettings, ClusterConfig, PipSettings, StorageSettings
-from provisioner.errors import ConfigError
-from provisioner.kube.job_spec import ExportRequest, check_export
-from provisioner.providers.aws_spec import check_instance_types, check_region, check_vpc_id
-from provisioner.providers.base import Node
-from provisioner.providers.spec import is_image_id
-from provisioner.remote import CommandResult
-from provisioner.remote_command import HomePath, all_of, remote_command, written_to
-from provisioner.script_plan import check_script_request
-from provisioner.stacks import get_stack
-from provisioner.train_plan import TrainRequest, check_run_name
-from provisioner.workdir import scan
 from tests.conftest import run_cli
+from xeoncluster.commands.train_results import fetch_results
+from xeoncluster.config import AptSettings, ClusterConfig, PipSettings, StorageSettings
+from xeoncluster.errors import ConfigError
+from xeoncluster.kube.job_spec import ExportRequest, check_export
+from xeoncluster.providers.aws.spec import check_instance_types, check_region, check_vpc_id
+from xeoncluster.providers.base import Node
+from xeoncluster.providers.spec import is_image_id
+from xeoncluster.remote import CommandResult
+from xeoncluster.remote_command import HomePath, all_of, remote_command, written_to
+from xeoncluster.script_plan import check_script_request
+from xeoncluster.stacks import get_stack
+from xeoncluster.train_plan import TrainRequest, check_run_name
+from xeoncluster.workdir import scan
 
 HOSTILE = ["a$(touch PWNED)b.csv", "x`touch PWNED`", "it's; touch PWNED", "-rf", "a b\nc", "*", "~x", "$HOME"]
 

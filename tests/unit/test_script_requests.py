@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.errors import ConfigError
-from provisioner.script_plan import check_script_request, script_args
-from provisioner.train_plan import TrainRequest
-from provisioner.workdir import MAX_FILE_BYTES, SYNC_MARKER, scan
 from tests.conftest import run_cli
+from xeoncluster.errors import ConfigError
+from xeoncluster.script_plan import check_script_request, script_args
+from xeoncluster.train_plan import TrainRequest
+from xeoncluster.workdir import MAX_FILE_BYTES, SYNC_MARKER, scan
 
 
 @pytest.fixture
@@ -96,7 +96,7 @@ def test_every_rank_runs_the_wrapper_with_placeholders_filled(project: Path) -> 
     request = script(project, trainer_args=("--out", "{output}/model", "--data", "{data}/train.csv"), resume=True)
     workdir = check_script_request(request)
     argv = script_args(request, "/home/ubuntu", "r1", workdir)
-    assert argv == ["/home/ubuntu/venv/bin/python", "-m", "training.user_script",
+    assert argv == ["/home/ubuntu/venv/bin/python", "-m", "xeoncluster.node.user_script",
                     "--output-dir", "/home/ubuntu/xeoncluster/runs/r1",
                     "--workdir", f"/home/ubuntu/xeoncluster/work/{workdir.digest}", "--script", "train.py", "--resume",
                     "--", "--out", "/home/ubuntu/xeoncluster/runs/r1/model",
@@ -110,7 +110,7 @@ def test_dry_run_of_a_script_prints_the_launch_and_creates_nothing(project: Path
     result = run_cli(["train", str(project / "train.py"), "--dry-run", "--nodes", "2", "--instance-type",
                       "c7i.2xlarge", "--", "--steps", "10"], home, cwd=tmp_path)
     assert result.code == 0, result.err
-    assert "-n 2 -ppn 1" in result.out and "-m training.user_script" in result.out
+    assert "-n 2 -ppn 1" in result.out and "-m xeoncluster.node.user_script" in result.out
     assert "--script train.py -- --steps 10" in result.out and "export ACCELERATE_USE_CPU=1" in result.out
     assert not home.exists()
 

@@ -3,7 +3,7 @@ next N (capacity short for a moment, as in the zone test that catches workers le
 zone)."""
 from __future__ import annotations
 
-from standin.faults import Faults
+from xeoncluster.standin.faults import Faults
 
 
 def test_a_rule_without_times_refuses_every_matching_launch() -> None:

@@ -10,8 +10,8 @@ import pytest
 from moto import mock_aws
 from moto.ec2.models import EC2Backend, ec2_backends
 
-from standin.faults import Faults
-from standin.moto_hooks import Hooks, MotoState
+from xeoncluster.standin.faults import Faults
+from xeoncluster.standin.moto_hooks import Hooks, MotoState
 
 
 class HaltingFleet:

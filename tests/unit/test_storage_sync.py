@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.agent import storage_sync
-from provisioner.agent.checkpoint_source import OnMaster
-from provisioner.agent.storage_sync import StorageSync, download_checkpoint, durable_steps
-from provisioner.storage.base import MANIFEST, StorageLocation
-from provisioner.storage.folder import FolderStorage
+from xeoncluster.agent import storage_sync
+from xeoncluster.agent.checkpoint_source import OnMaster
+from xeoncluster.agent.storage_sync import StorageSync, download_checkpoint, durable_steps
+from xeoncluster.storage.base import MANIFEST, StorageLocation
+from xeoncluster.storage.folder import FolderStorage
 
 
 class Flaky(FolderStorage):
@@ -122,12 +122,12 @@ def test_folder_storage_keys_cannot_leave_the_folder(tmp_path: Path) -> None:
 
 
 def test_resume_from_a_named_cluster_copies_the_checkpoint_under_its_own_prefix(tmp_path: Path) -> None:
-    from provisioner.commands.train_storage import stored_checkpoint
-    from provisioner.config import ClusterConfig
-    from provisioner.context import CommandContext
-    from provisioner.progress import Reporter
-    from provisioner.providers.local import LocalProvider
-    from provisioner.state import StateDir
+    from xeoncluster.commands.train_storage import stored_checkpoint
+    from xeoncluster.config import ClusterConfig
+    from xeoncluster.context import CommandContext
+    from xeoncluster.progress import Reporter
+    from xeoncluster.providers.local.provider import LocalProvider
+    from xeoncluster.state import StateDir
 
     run_dir = run_folder(tmp_path, (40, 80))
     sync, storage, _ = sync_for(tmp_path, run_dir)

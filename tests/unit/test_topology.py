@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.topology import (
+from xeoncluster.topology import (
     PROBE_SCRIPT,
     CpuTopology,
     RankPlan,
@@ -210,7 +210,7 @@ def test_invalid_inputs(kwargs, message):
 # --- command line -------------------------------------------------------------------------------
 
 MPIEXEC = "/opt/xc/venv/bin/mpiexec.hydra"
-PROGRAM = ["/opt/xc/venv/bin/python", "-m", "training", "squad"]
+PROGRAM = ["/opt/xc/venv/bin/python", "-m", "xeoncluster.node", "squad"]
 
 
 def test_argv_four_nodes_stock_stack():

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.agent.failure import failure_line
-from provisioner.cli import main
-from provisioner.errors import ConfigError
-from provisioner.providers.aws import AwsProvider
-from provisioner.stacks import check_stack, get_stack
-from provisioner.topology import CpuTopology
-from provisioner.train_plan import (
+from xeoncluster.agent.failure import failure_line
+from xeoncluster.cli import main
+from xeoncluster.errors import ConfigError
+from xeoncluster.providers.aws.provider import AwsProvider
+from xeoncluster.stacks import check_stack, get_stack
+from xeoncluster.topology import CpuTopology
+from xeoncluster.train_plan import (
     TrainRequest,
     check_request,
     dry_run_plan,
@@ -36,10 +36,10 @@ def test_dry_run_for_four_two_socket_nodes() -> None:
     assert env["OMP_NUM_THREADS"] == "48"
     assert env["I_MPI_PIN_DOMAIN"] == "socket"
     assert env["LD_PRELOAD"] == "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4"
-    assert env["PYTHONPATH"] == "/home/ubuntu/xeoncluster"
+    assert env["PYTHONPATH"] == "/home/ubuntu/xeoncluster/lib"
     argv = list(plan.argv)
     assert argv[:7] == ["/home/ubuntu/venv/bin/mpiexec.hydra", "-f", "/home/ubuntu/hosts", "-n", "8", "-ppn", "2"]
-    assert argv[argv.index("-m") - 1:argv.index("-m") + 3] == ["/home/ubuntu/venv/bin/python", "-m", "training",
+    assert argv[argv.index("-m") - 1:argv.index("-m") + 3] == ["/home/ubuntu/venv/bin/python", "-m", "xeoncluster.node",
                                                                  "squad"]
     assert "--demo" in argv and "--stack" in argv
 
@@ -139,9 +139,9 @@ def test_train_dry_run_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pyte
 
 def test_ranks_use_the_interface_that_reaches_the_master() -> None:
     """Custom VPCs without DNS hostnames: gloo and Hydra must not pick an address by resolving the hostname."""
-    from provisioner.providers.aws_catalog import lookup, topology_of
-    from provisioner.providers.base import Node
-    from provisioner.train_plan import build_plan
+    from xeoncluster.providers.aws.catalog import lookup, topology_of
+    from xeoncluster.providers.base import Node
+    from xeoncluster.train_plan import build_plan
 
     nodes = [Node(f"node{i}", f"i-{i}", f"10.0.0.{i + 2}", "", "master" if i == 0 else "worker", "spot")
              for i in range(2)]
@@ -164,7 +164,7 @@ def test_env_values_stay_out_of_argv_and_launch_json() -> None:
 
 
 def test_the_training_package_reads_the_env_file_first(tmp_path: Path) -> None:
-    from training.__main__ import load_env_file
+    from xeoncluster.node.__main__ import load_env_file
 
     path = tmp_path / "env"
     path.write_text(env_file_text(TrainRequest(task="squad", env=(("HF_TOKEN", "v1"), ("OMP_NUM_THREADS", "3")))))

@@ -6,8 +6,8 @@ import threading
 from types import SimpleNamespace
 from typing import Any
 
-from provisioner.agent.node_watch import NodeWatch
-from provisioner.errors import ProviderError
+from xeoncluster.agent.node_watch import NodeWatch
+from xeoncluster.errors import ProviderError
 
 
 class Fleet:

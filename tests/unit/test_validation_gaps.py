@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.commands.up_rollback import rollback
-from provisioner.config import load_config
-from provisioner.context import make_context
 from tests.unit.test_config import invoke, namespaces
+from xeoncluster.commands.up_rollback import rollback
+from xeoncluster.config import load_config
+from xeoncluster.context import make_context
 
 
 def refused(argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
@@ -66,7 +66,7 @@ def test_permission_problems_say_what_and_how(tmp_path: Path, xc_home: Path, cap
     def denied(self: object) -> None:
         raise PermissionError(13, "Permission denied", "/root/.xeoncluster/clusters/x1/state.json")
 
-    monkeypatch.setattr("provisioner.state.StateDir.load", denied)
+    monkeypatch.setattr("xeoncluster.state.StateDir.load", denied)
     line = refused(["status", "--name", "x1"], capsys, monkeypatch, code=1)
     assert "permission denied: /root/.xeoncluster/clusters/x1/state.json" in line and "sudo" in line
     monkeypatch.undo()

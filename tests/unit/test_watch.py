@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.agent.watch import Watcher
-from provisioner.autostop import SETTINGS, STATUS, AutoStop, WatchStatus
-from provisioner.config import ClusterConfig
-from provisioner.errors import BusyError
+from xeoncluster.agent.watch import Watcher
+from xeoncluster.autostop import SETTINGS, STATUS, AutoStop, WatchStatus
+from xeoncluster.config import ClusterConfig
+from xeoncluster.errors import BusyError
 
 
 class Clock:

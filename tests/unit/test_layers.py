@@ -1,0 +1,136 @@
+"""The floors of the package, top to bottom, and the one rule between them: a module imports only its own
+floor or a lower one, and no import, even one made only for type checking, closes a circle.
+
+docs/architecture.md draws the same floors; this list is the one the code is held to.
+"""
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "xeoncluster"
+
+# (floor, module prefixes). A prefix names a package, or a module of the package's top level.
+FLOORS: list[tuple[str, tuple[str, ...]]] = [
+    ("cli", ("xeoncluster.cli",)),
+    ("commands", ("xeoncluster.commands",)),
+    ("agent", ("xeoncluster.agent",)),
+    ("runs", ("xeoncluster.runs",)),
+    ("operations", ("xeoncluster.operations", "xeoncluster.kube")),
+    ("cluster", ("xeoncluster.state", "xeoncluster.remote", "xeoncluster.removals", "xeoncluster.playbook",
+                 "xeoncluster.image", "xeoncluster.cluster_files", "xeoncluster.package_sync",
+                 "xeoncluster.untrusted", "xeoncluster.train_plan", "xeoncluster.train_request",
+                 "xeoncluster.script_plan", "xeoncluster.workdir", "xeoncluster.run_outputs",
+                 "xeoncluster.autostop", "xeoncluster.bake_lock", "xeoncluster.progress", "xeoncluster.packages",
+                 "xeoncluster.remote_command")),
+    ("providers", ("xeoncluster.providers", "xeoncluster.storage", "xeoncluster.topology")),
+    # A provider's declaration (its spec and settings) sits with the config that validates against it;
+    # it imports nothing of its provider.
+    ("config", ("xeoncluster.config", "xeoncluster.providers.spec", "xeoncluster.providers.aws.spec",
+                "xeoncluster.providers.local.spec", "xeoncluster.errors", "xeoncluster.paths",
+                "xeoncluster.stacks", "xeoncluster.remote_layout", "xeoncluster.contract")),
+    ("node", ("xeoncluster.node",)),
+]
+# Beside the floors: the EC2 stand-in imports only itself, and nothing imports it.
+APART = ("xeoncluster.standin",)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imported(path: Path, known: dict[str, Path]) -> Iterator[str]:
+    """Every module of ours `path` imports: at its top, inside functions, or for type checking."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            raise AssertionError(f"{path}: relative import (the package imports itself by its name)")
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) else []
+        for name in names:
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            if name:
+                yield name
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: set(imported(path, known)) - {name} for name, path in known.items()}
+
+
+def floor_of(module: str) -> int | None:
+    """The floor whose longest prefix matches: a declaration in providers/ sits on the config floor."""
+    best: tuple[int, int] | None = None
+    for index, (_name, prefixes) in enumerate(FLOORS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), index)
+    return None if best is None else best[1]
+
+
+def test_every_module_has_a_floor() -> None:
+    apart = tuple(p + "." for p in APART)
+    homeless = [m for m in modules() if m != "xeoncluster" and floor_of(m) is None and not m.startswith(apart)]
+    assert homeless == []
+
+
+def test_no_module_imports_a_higher_floor() -> None:
+    upward = [f"{a} ({FLOORS[fa][0]}) -> {b} ({FLOORS[fb][0]})" for a, outs in graph().items() for b in outs
+              if (fa := floor_of(a)) is not None and (fb := floor_of(b)) is not None and fb < fa]
+    assert upward == []
+
+
+def test_the_standin_stands_apart() -> None:
+    crossing = [f"{a} -> {b}" for a, outs in graph().items() for b in outs
+                if a.startswith(APART) != b.startswith(APART) and b != "xeoncluster"]
+    assert crossing == []
+
+
+def circles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    work.append((child, iter(sorted(edges.get(child, ())))))
+                elif child in stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = stack[stack.index(node):]
+                del stack[stack.index(node):]
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_import_closes_a_circle() -> None:
+    assert circles(graph()) == []
+
+
+def test_the_circle_finder_finds_one() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []

@@ -1,1 +1,0 @@
-"""Node-side training package: ``python -m training squad|glue|demo-assets ...``."""

@@ -1,0 +1,63 @@
+"""`python -m xeoncluster.agent run CLUSTER RUN`: the run agent, started detached by `train`;
+`python -m xeoncluster.agent watch CLUSTER`: the cluster's watch agent (agent/watch.py), started by `up`.
+
+It reads everything from its home ($XEONCLUSTER_HOME on the host it runs on): the cluster's state
+and the run's folder, and writes the run's record, log and events there.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from xeoncluster.agent.activity import Activity
+from xeoncluster.agent.context import agent_context
+from xeoncluster.agent.host import LocalHost
+from xeoncluster.agent.record import RunFiles
+from xeoncluster.agent.self_removal import SelfRemoval
+from xeoncluster.agent.submission import Submission
+from xeoncluster.agent.supervisor import Supervisor
+from xeoncluster.agent.watch import Watcher
+from xeoncluster.context import CommandContext
+from xeoncluster.errors import XeonClusterError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m xeoncluster.agent")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="supervise one submitted run to its end")
+    run.add_argument("cluster")
+    run.add_argument("run")
+    watch = sub.add_parser("watch", help="remove the cluster when it is idle or at its deadline")
+    watch.add_argument("cluster")
+    args = parser.parse_args(argv)
+    try:
+        ctx = agent_context(args.cluster)
+        if args.command == "watch":
+            return watch_cluster(ctx)
+        files = RunFiles(ctx.state.runs / args.run)
+        try:
+            env = files.env.read_text() if files.env.exists() else "{}"
+            submission = Submission.from_json(files.request.read_text(), env)
+            return Supervisor(ctx, files, submission).run()
+        finally:  # the supervisor forgets the values at the run's end; this, when it never got to run
+            files.env.unlink(missing_ok=True)
+    except XeonClusterError as exc:
+        print(f"agent: {exc.one_line()}", file=sys.stderr, flush=True)
+        return exc.exit_code
+
+
+def watch_cluster(ctx: CommandContext) -> int:
+    def report(line: str) -> None:
+        print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} watch: {line}", file=sys.stderr, flush=True)
+
+    host = LocalHost(str(ctx.state.home), sys.executable)
+    shell = ctx.shell()
+    try:
+        return Watcher(ctx.state.path, Activity(ctx, host, shell), SelfRemoval(ctx, host, report), report).run()
+    finally:
+        shell.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""One launch of a run's job: mpiexec on the master, every line into the run's log, every event into
+its events file and to the supervisor, and the two ways to stop it early.
+
+- `ask_to_stop()` creates the stop file on the master: the ranks save a checkpoint at the next step
+  boundary and exit with EXIT_STOPPED (cancel, a replacement that is ready).
+- `interrupt()` sends SIGINT to mpiexec, which ends every rank at once (a node vanished and the
+  others would wait for it in their all-reduce until TCP gives up).
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from xeoncluster.agent.node_watch import stop_command
+from xeoncluster.agent.record import RunFiles
+from xeoncluster.context import CommandContext
+from xeoncluster.errors import RemoteError, XeonClusterError
+from xeoncluster.node.events import RunEvent, parse_line
+from xeoncluster.providers.base import Node
+from xeoncluster.remote import CommandResult, NodeShell
+from xeoncluster.remote_command import all_of, remote_command, written_to
+from xeoncluster.remote_layout import RemoteLayout
+from xeoncluster.script_plan import quoted_signal
+from xeoncluster.train_plan import STOP_FILE, LaunchPlan
+
+LAUNCHER_PID = "launcher.pid"
+
+
+@dataclass
+class Outcome:
+    exit_code: int
+    detail: str = ""                   # the stream's last words when it ended without an exit status
+    events: list[RunEvent] = field(default_factory=list)
+
+    def last(self, kind: str) -> RunEvent | None:
+        return next((e for e in reversed(self.events) if e.kind == kind), None)
+
+
+class Attempt:
+    def __init__(self, ctx: CommandContext, plan: LaunchPlan, files: RunFiles,
+                 on_event: Callable[[RunEvent], None]) -> None:
+        self.ctx, self.plan, self.files, self.on_event = ctx, plan, files, on_event
+        self.master: Node = plan.nodes[0]
+        self.run_dir = RemoteLayout(plan.home).run_dir(plan.run)
+        self._streaming: NodeShell | None = None
+        self._lock = threading.Lock()
+
+    def run(self, shell: NodeShell) -> Outcome:
+        outcome = Outcome(-1)
+        self._streaming = shell
+        command = all_of(remote_command("mkdir", "-p", self.run_dir),
+                         remote_command("rm", "-f", f"{self.run_dir}/{STOP_FILE}"),
+                         written_to("echo $$", f"{self.run_dir}/{LAUNCHER_PID}"), self.plan.exec_command())
+        with open(self.files.log, "a") as log, open(self.files.events, "a") as events:
+            log.write(f"$ {self.plan.command()}\n")
+            log.flush()
+            sink = self._sink(log, events, outcome)
+            try:
+                result = shell.stream([self.master], command, sink)[self.master.name]
+            except RemoteError as exc:
+                result = CommandResult(self.master.name, -1, "", exc.message)
+        outcome.exit_code = result.exit_code
+        outcome.detail = result.last_line() if result.exit_code < 0 else ""
+        return outcome
+
+    def _sink(self, log: TextIO, events: TextIO, outcome: Outcome) -> Callable[[str, str], None]:
+        def sink(_node: str, line: str) -> None:
+            event = parse_line(line)
+            with self._lock:
+                if log.closed:  # the stream's last lines after an interrupt
+                    return
+                if event is None:
+                    log.write(line + "\n")
+                    log.flush()
+                    return
+                events.write(event.to_json() + "\n")
+                events.flush()
+                outcome.events.append(event)
+            self.on_event(event)
+        return sink
+
+    def ask_to_stop(self, shell: NodeShell) -> None:
+        """The ranks checkpoint at the next step boundary and stop (rank 0 polls this file). `shell` is
+        not the streaming one: its connection to the master is busy."""
+        result = shell.run([self.master], self._stop_file())
+        if not result[self.master.name].ok:
+            raise RemoteError(f"could not ask the ranks to stop on {self.master.name}: "
+                              f"{result[self.master.name].last_line()}")
+        if self.plan.signal_ranks:
+            # A user's script: every rank gets SIGTERM, and its node the stop file it may poll instead.
+            shell.run([n for n in self.plan.nodes if n != self.master], self._stop_file())
+            shell.run(list(self.plan.nodes), quoted_signal(self.plan.home, self.plan.run))
+
+    def _stop_file(self) -> str:
+        return all_of(remote_command("mkdir", "-p", self.run_dir),
+                      remote_command("touch", f"{self.run_dir}/{STOP_FILE}"))
+
+    def interrupt(self, shell: NodeShell, master_gone: bool = False) -> None:
+        """SIGINT to mpiexec (over `shell`, not the streaming connection); with the master gone, end the
+        stream's own connection, which would otherwise hang."""
+        if not master_gone:
+            try:
+                shell.run([self.master], stop_command(f"{self.run_dir}/{LAUNCHER_PID}"))
+                return
+            except XeonClusterError:
+                pass
+        if self._streaming is not None:
+            self._streaming.close()

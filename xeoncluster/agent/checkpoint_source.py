@@ -1,0 +1,115 @@
+"""Where a run's checkpoints and results are, as the agent reads them for storage, and where a
+checkpoint from storage goes back: the master's run folder.
+
+On a cloud the agent runs on the master, so that folder is local: a checkpoint is snapshotted with
+hard links (instant, and safe from the Trainer deleting old checkpoints meanwhile). For nodes on
+this machine the agent runs here and copies over SSH.
+"""
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Protocol
+
+from xeoncluster.errors import RemoteError
+from xeoncluster.providers.base import Node
+from xeoncluster.remote import NodeShell
+from xeoncluster.run_outputs import is_output
+
+STAGING = ".xc-storage"
+FETCHED = "xc-storage-"  # the local copy of what was fetched over SSH, removed once stored
+
+
+class CheckpointSource(Protocol):
+    def snapshot(self, step: int) -> Path:
+        """A local folder holding checkpoint-STEP's files, stable until released."""
+
+    def results(self, names: tuple[str, ...] | None) -> Path:
+        """A local folder with those of `names` the run wrote (None: all its output), and model/ if any."""
+
+    def release(self, path: Path) -> None: ...
+
+    def place(self, folder: Path) -> None:
+        """Put a checkpoint folder (from storage) into the master's run folder."""
+
+
+class OnMaster:
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+
+    def snapshot(self, step: int) -> Path:
+        target = self.run_dir / STAGING / f"checkpoint-{step}"
+        shutil.rmtree(target, ignore_errors=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cp", "-al", str(self.run_dir / f"checkpoint-{step}"), str(target)], check=True,
+                       capture_output=True)
+        return target
+
+    def results(self, names: tuple[str, ...] | None) -> Path:
+        target = self.run_dir / STAGING / "results"
+        shutil.rmtree(target, ignore_errors=True)
+        target.mkdir(parents=True)
+        if names is None:
+            names = tuple(p.name for p in self.run_dir.iterdir() if is_output(p.name))
+        for name in dict.fromkeys((*names, "model")):
+            if (self.run_dir / name).exists():
+                subprocess.run(["cp", "-al", str(self.run_dir / name), str(target / name)], check=True,
+                               capture_output=True)
+        return target
+
+    def release(self, path: Path) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+
+    def place(self, folder: Path) -> None:
+        target = self.run_dir / folder.name
+        shutil.rmtree(target, ignore_errors=True)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(folder), str(target))
+
+
+class OverSsh:
+    def __init__(self, shell: NodeShell, master: Node, run_dir: str) -> None:
+        self.shell, self.master, self.run_dir = shell, master, run_dir
+
+    def snapshot(self, step: int) -> Path:
+        return self._fetch([f"checkpoint-{step}"]) / f"checkpoint-{step}"
+
+    def results(self, names: tuple[str, ...] | None) -> Path:
+        if names is None:
+            listing = self.shell.run([self.master], f"ls -A {shlex.quote(self.run_dir)}")[self.master.name]
+            names = tuple(n for n in listing.stdout.split() if is_output(n))
+        return self._fetch(list(dict.fromkeys([*names, "model"])))
+
+    def _fetch(self, names: list[str]) -> Path:
+        packed = f"{self.run_dir}/{STAGING}.tar"
+        wanted = " ".join(shlex.quote(n) for n in names)
+        command = f"cd {shlex.quote(self.run_dir)} && tar -cf {shlex.quote(packed)} $(ls -d {wanted} 2>/dev/null)"
+        result = self.shell.run([self.master], command)[self.master.name]
+        if not result.ok:
+            raise RemoteError(f"cannot pack {', '.join(names)} on {self.master.name}: {result.last_line()}")
+        local = Path(tempfile.mkdtemp(prefix=FETCHED))
+        self.shell.get(self.master, packed, local / "packed.tar")
+        with tarfile.open(local / "packed.tar") as tar:
+            tar.extractall(local / "files", filter="data")
+        (local / "packed.tar").unlink()
+        return local / "files"
+
+    def release(self, path: Path) -> None:
+        root = next((p for p in (path, *path.parents) if p.name.startswith(FETCHED)), path)
+        shutil.rmtree(root, ignore_errors=True)
+
+    def place(self, folder: Path) -> None:
+        packed = folder.parent / f"{folder.name}.tar"
+        with tarfile.open(packed, "w") as tar:
+            tar.add(folder, arcname=folder.name)
+        remote = f"{self.run_dir}/{folder.name}.tar"
+        self.shell.run([self.master], f"mkdir -p {shlex.quote(self.run_dir)}")
+        self.shell.put(self.master, packed, remote)
+        unpack = f"cd {shlex.quote(self.run_dir)} && tar -xf {shlex.quote(remote)} && rm -f {shlex.quote(remote)}"
+        result = self.shell.run([self.master], unpack)[self.master.name]
+        if not result.ok:
+            raise RemoteError(f"cannot put {folder.name} on {self.master.name}: {result.last_line()}")

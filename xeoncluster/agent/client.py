@@ -1,0 +1,184 @@
+"""The CLI's side of the run agent: which host it lives on, installing and starting it, and reading
+the runs it keeps (their records, whether their agent is alive), asking one to cancel."""
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from dataclasses import replace
+
+from xeoncluster import untrusted
+from xeoncluster.agent.host import AGENT_HOME, APP, AgentHost, LocalHost, MasterHost
+from xeoncluster.agent.record import RunRecord, RunState
+from xeoncluster.agent.submission import Submission
+from xeoncluster.context import CommandContext
+from xeoncluster.errors import RemoteError, TrainingError, XeonClusterError
+from xeoncluster.package_sync import sync_tree
+from xeoncluster.paths import master_files, package_dir
+from xeoncluster.providers.base import Node
+from xeoncluster.remote import NodeShell, RemoteFile
+from xeoncluster.remote_command import HomePath, all_of, remote_command
+from xeoncluster.state import ClusterRecord
+
+RECORD_SEPARATOR = "\x1e"
+START_TIMEOUT = 60.0
+
+
+def host_for(ctx: CommandContext, shell: NodeShell, record: ClusterRecord) -> AgentHost:
+    if not ctx.provider.agent_on_master:
+        return LocalHost(str(ctx.state.home), sys.executable)
+    master = record.node_list()[0]
+    home = shell.run([master], "echo $HOME")[master.name]
+    if not home.ok:
+        raise RemoteError(f"cannot reach {master.name} (master), where the run agent lives: {home.last_line()}",
+                          hint=f"`xeoncluster status --name {ctx.config.name}` shows which nodes answer")
+    return MasterHost(shell, master, home.stdout.strip())
+
+
+def run_folder(host: AgentHost, cluster: str, run: str) -> str:
+    return f"{host.home}/clusters/{cluster}/runs/{run}"
+
+
+def install(ctx: CommandContext, shell: NodeShell, host: AgentHost, record: ClusterRecord) -> None:
+    """On the master: the agent's code (synced by digest) and its own view of the cluster. Nodes are
+    reached there over their private addresses, with the user's profile meaning nothing."""
+    if not isinstance(host, MasterHost):
+        return
+    sync_tree(shell, [host.master], package_dir().parent, master_files(), APP.split("/", 1)[1])
+    view = record.model_copy(deep=True)
+    view.set_nodes([_private(n) for n in record.node_list()])
+    view.config = {**record.config, "profile": None, "ssh": {**record.config.get("ssh", {}), "address": "private"}}
+    folder = f"{AGENT_HOME}/clusters/{record.name}"
+    shell.run([host.master], all_of(remote_command("mkdir", "-p", HomePath(f"{folder}/runs")),
+                                    remote_command("chmod", "700", HomePath(AGENT_HOME))))
+    shell.put_files(host.master, [
+        RemoteFile(f"{folder}/state.json", view.model_dump_json(indent=2), 0o600),
+        RemoteFile(f"{folder}/known_hosts", ctx.state.known_hosts.read_text(), 0o600),
+        RemoteFile(f"{folder}/id_ed25519", ctx.state.key.read_text(), 0o600),
+    ])
+
+
+def _private(node: Node) -> Node:
+    return replace(node, ssh_host=node.private_ip)
+
+
+def submit(host: AgentHost, cluster: str, submission: Submission, record: RunRecord) -> None:
+    folder = run_folder(host, cluster, record.run)
+    result = host.run(f"mkdir -p {shlex.quote(folder)} && rm -f {shlex.quote(folder)}/cancel")
+    if not result.ok:
+        raise RemoteError(f"cannot write the run's folder on {host.name}: {result.last_line()}",
+                          hint="is the master's disk full? `xeoncluster exec --node node0 -- df -h ~`")
+    record.log = f"{folder}/train.log" if isinstance(host, LocalHost) else f"{host.name.split()[0]}:{folder}/train.log"
+    host.write(f"{folder}/env", submission.env_json(), 0o600)
+    host.write(f"{folder}/request.json", submission.to_json())
+    host.write(f"{folder}/run.json", record.model_dump_json(indent=2))
+
+
+def start(host: AgentHost, cluster: str, run: str) -> RunRecord:
+    """Start the agent and wait until it has taken the run; its own failure is one line, with its log."""
+    folder = run_folder(host, cluster, run)
+    log = f"{folder}/agent.log"
+    host.start(f"xeoncluster-run-{cluster}-{run}", ["run", cluster, run], log)
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        record = read_record(host, cluster, run)
+        if record is not None and record.state is not RunState.SUBMITTED:
+            return record
+        time.sleep(0.5)
+    last = host.run(f"tail -n 1 {shlex.quote(log)} 2>/dev/null").stdout.strip()
+    raise TrainingError(f"the run agent on {host.name} did not start run {run}" + (f": {last}" if last else ""),
+                        hint=f"its log is {log} on {host.name}")
+
+
+def read_record(host: AgentHost, cluster: str, run: str) -> RunRecord | None:
+    result = host.run(f"cat {shlex.quote(run_folder(host, cluster, run))}/run.json 2>/dev/null")
+    if not result.ok:
+        return None
+    try:
+        record = RunRecord.model_validate_json(result.stdout)
+    except ValueError:
+        return None
+    untrusted.same_run(record.run, run, f"the run record on {host.name}")
+    return record
+
+
+def list_records(host: AgentHost, cluster: str) -> list[RunRecord]:
+    """Every run of the cluster on its agent's host, newest first."""
+    folder = shlex.quote(f"{host.home}/clusters/{cluster}/runs")
+    result = host.run(f"for f in {folder}/*/run.json; do [ -f \"$f\" ] && cat \"$f\" && printf '\\036'; done; true")
+    records = []
+    for chunk in result.stdout.split(RECORD_SEPARATOR):
+        try:
+            record = RunRecord.model_validate_json(chunk)
+        except ValueError:
+            continue
+        untrusted.run_name(record.run, f"a run record on {host.name}")
+        records.append(record)
+    return sorted(records, key=lambda r: r.submitted_at, reverse=True)
+
+
+def agent_alive(host: AgentHost, record: RunRecord) -> bool:
+    if record.agent_pid is None:
+        return record.state is RunState.SUBMITTED
+    pid = int(record.agent_pid)
+    check = f"kill -0 {pid} 2>/dev/null && tr '\\0' ' ' < /proc/{pid}/cmdline | grep -q xeoncluster.agent && echo alive"
+    return "alive" in host.run(check).stdout
+
+
+def active_run(host: AgentHost, cluster: str) -> RunRecord | None:
+    """The run whose agent is still at work on the cluster, if any."""
+    for record in list_records(host, cluster):
+        if not record.state.finished and agent_alive(host, record):
+            return record
+    return None
+
+
+def request_cancel(host: AgentHost, cluster: str, run: str) -> None:
+    folder = run_folder(host, cluster, run)
+    result = host.run(f"touch {shlex.quote(folder)}/cancel")
+    if not result.ok:
+        raise XeonClusterError(f"could not ask the agent on {host.name} to cancel run {run}: {result.last_line()}")
+
+
+def launch_json(host: AgentHost, cluster: str, run: str) -> dict[str, object]:
+    result = host.run(f"cat {shlex.quote(run_folder(host, cluster, run))}/launch.json 2>/dev/null")
+    try:
+        data = json.loads(result.stdout) if result.ok else {}
+    except ValueError:
+        data = {}
+    return data if isinstance(data, dict) else {}
+
+
+def active_or_none(ctx: CommandContext, record: ClusterRecord) -> RunRecord | None:
+    """The active run, when the agent's host can be asked; a master that does not answer runs nothing."""
+    shell = ctx.shell()
+    try:
+        return active_run(host_for(ctx, shell, record), ctx.config.name)
+    except XeonClusterError:
+        return None
+    finally:
+        shell.close()
+
+
+def stop_local_agents(home: str, cluster: str, spare: int | None = None) -> list[int]:
+    """This machine's agents of the cluster (local nodes): what `down` must not leave running. `spare`:
+    the watch agent that removes its idle cluster itself."""
+    import os
+    import signal
+    from pathlib import Path
+
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == spare:
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        ours = f"XEONCLUSTER_HOME={home}".encode() in environ
+        if ours and b"xeoncluster.agent" in argv and cluster.encode() in argv:
+            os.kill(int(proc.name), signal.SIGKILL)
+            pids.append(int(proc.name))
+    return pids

@@ -1,0 +1,25 @@
+"""The run agent's command context, built from its own home on the host it runs on: the config the
+cluster was created with, its state (nodes, pinned host keys, the key), the provider and a reporter
+that writes plain lines to the agent's log."""
+from __future__ import annotations
+
+import sys
+
+from xeoncluster.config import load_config
+from xeoncluster.context import CommandContext, make_context
+from xeoncluster.errors import XeonClusterError
+from xeoncluster.progress import Reporter
+from xeoncluster.state import StateDir
+
+
+def agent_context(cluster: str) -> CommandContext:
+    state = StateDir(cluster)
+    record = state.load()
+    if record is None:
+        raise XeonClusterError(f"no state for cluster '{cluster}' in {state.path}")
+    ctx = make_context(load_config(None, record.config))
+    # What the agent launches belongs to the user who made the cluster, not to the master's role (a
+    # cluster made before owners were recorded has none, and its launches carry no owner tag).
+    ctx.provider.act_for(record.owner or "")
+    ctx.reporter = Reporter(stream=sys.stderr, fancy=False)
+    return ctx

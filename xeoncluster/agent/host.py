@@ -1,0 +1,110 @@
+"""Where a cluster's run agent lives, and how the CLI reaches its files and starts it.
+
+On a cloud the agent runs on the master, as a systemd unit the SSH session does not own: a closed
+laptop does not end it. For nodes that are namespaces on this machine the agent is a detached
+process here, which reaches every node as the CLI does. Either way the CLI talks to the host
+through shell commands, so `train`, `runs`, `logs` and `cancel` have one code path.
+"""
+from __future__ import annotations
+
+import shlex
+import subprocess
+from dataclasses import dataclass
+from typing import Protocol
+
+from xeoncluster.errors import RemoteError
+from xeoncluster.providers.base import Node
+from xeoncluster.remote import CommandResult, NodeShell, RemoteFile
+from xeoncluster.remote_layout import PACKAGE_ROOT, VENV
+
+AGENT_HOME = f"{PACKAGE_ROOT}/agent"  # on the master, relative to the login home
+APP = f"{PACKAGE_ROOT}/app"            # the xeoncluster package (its agent and what it reads) on the master
+
+
+class AgentHost(Protocol):
+    @property
+    def name(self) -> str:
+        """For messages: "node0 (master)" or "this machine"."""
+
+    @property
+    def home(self) -> str:
+        """The agent's XEONCLUSTER_HOME on that host."""
+
+    def run(self, command: str) -> CommandResult: ...
+
+    def write(self, path: str, text: str, mode: int = 0o644) -> None: ...
+
+    def start(self, unit: str, args: list[str], log: str) -> None:
+        """Start `python -m xeoncluster.agent ARGS` detached from this session, output to `log`."""
+
+
+def agent_command(python: str, args: list[str]) -> str:
+    return shlex.join([python, "-m", "xeoncluster.agent", *args])
+
+
+@dataclass
+class LocalHost:
+    """This machine: the agent runs beside the CLI, with the same home and the same package."""
+
+    home: str
+    python: str
+    name: str = "this machine"
+
+    def run(self, command: str) -> CommandResult:
+        done = subprocess.run(["bash", "-c", command], capture_output=True, text=True)
+        return CommandResult("local", done.returncode, done.stdout, done.stderr)
+
+    def write(self, path: str, text: str, mode: int = 0o644) -> None:
+        from pathlib import Path
+
+        from xeoncluster.state import atomic_write
+
+        atomic_write(Path(path), text, mode)
+
+    def start(self, unit: str, args: list[str], log: str) -> None:
+        command = (f"mkdir -p {shlex.quote(log.rsplit('/', 1)[0])} && XEONCLUSTER_HOME={shlex.quote(self.home)} "
+                   f"setsid -f {agent_command(self.python, args)} </dev/null >>{shlex.quote(log)} 2>&1")
+        result = self.run(command)
+        if not result.ok:
+            raise RemoteError(f"could not start the run agent on {self.name}: {result.last_line()}")
+
+
+@dataclass
+class MasterHost:
+    """node0 of a cloud cluster, reached over SSH; the agent runs from the venv with the synced package."""
+
+    shell: NodeShell
+    master: Node
+    home_dir: str  # the login home on the master, e.g. /home/ubuntu
+    name: str = "node0 (master)"
+
+    @property
+    def home(self) -> str:
+        return f"{self.home_dir}/{AGENT_HOME}"
+
+    def run(self, command: str) -> CommandResult:
+        return self.shell.run([self.master], command)[self.master.name]
+
+    def write(self, path: str, text: str, mode: int = 0o644) -> None:
+        self.shell.put_files(self.master, [RemoteFile(path, text, mode)])
+
+    def start(self, unit: str, args: list[str], log: str) -> None:
+        """A transient systemd unit of the login user; where there is no systemd, a detached process."""
+        env = {"XEONCLUSTER_HOME": self.home, "PYTHONPATH": f"{self.home_dir}/{APP}"}
+        command = agent_command(f"{self.home_dir}/{VENV}/bin/python", args)
+        user = "$(id -un)"
+        # The master's own idea of where the cloud's API is, if it has one (a VPC endpoint, the stand-in).
+        setenv = " ".join(f"--setenv={k}={shlex.quote(v)}" for k, v in env.items())
+        setenv += ' ${AWS_ENDPOINT_URL:+"--setenv=AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL"}'
+        systemd = (f"sudo -n systemd-run --quiet --collect --unit={shlex.quote(unit)} --uid={user} --gid=$(id -gn) "
+                   f"{setenv} --working-directory={shlex.quote(self.home_dir)} "
+                   f"--property=StandardOutput=append:{shlex.quote(log)} "
+                   f"--property=StandardError=append:{shlex.quote(log)} {command}")
+        variables = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+        detached = f"{variables} setsid -f {command} </dev/null >>{shlex.quote(log)} 2>&1"
+        script = (f"mkdir -p {shlex.quote(log.rsplit('/', 1)[0])} && "
+                  f"if [ -d /run/systemd/system ] && command -v systemd-run >/dev/null; then {systemd}; "
+                  f"else {detached}; fi")
+        result = self.run(script)
+        if not result.ok:
+            raise RemoteError(f"could not start the run agent on {self.name}: {result.last_line()}")

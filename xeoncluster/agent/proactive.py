@@ -1,0 +1,79 @@
+"""Replace a node ahead of its loss: a spot notice comes about two minutes before the reclaim.
+
+The replacement is launched (from the cluster's image, in the master's zone) and made ready while
+the ranks keep training, under a new name so that both can exist at once. When it is ready, the
+ranks are asked to stop at the next step boundary with a checkpoint; then the noticed node is
+swapped out, and the resumed job runs on the replacement. Its boot is not on the critical path.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from xeoncluster.agent.recovery import restore_checkpoint
+from xeoncluster.commands.repair import recorded_base, recorded_image
+from xeoncluster.commands.up_nodes import add_nodes, check_mesh, playbook_runner, write_cluster_files
+from xeoncluster.context import CommandContext
+from xeoncluster.playbook import load_playbooks
+from xeoncluster.providers.base import Node
+from xeoncluster.remote import NodeShell
+from xeoncluster.state import ClusterRecord
+
+
+class Replacement:
+    """Launches and prepares one replacement in a thread; `wait()` returns it, or None if that failed."""
+
+    def __init__(self, ctx: CommandContext, record: ClusterRecord, old: Node,
+                 warm: Callable[[Node], None], on_ready: Callable[[Node], None]) -> None:
+        self.ctx, self.record, self.old = ctx, record, old
+        self.warm, self.on_ready = warm, on_ready
+        self.new: Node | None = None
+        self.error: str = ""
+        self._thread = threading.Thread(target=self._run, name=f"xc-replace-{old.name}", daemon=True)
+
+    def start(self) -> Replacement:
+        self._thread.start()
+        return self
+
+    def wait(self) -> Node | None:
+        self._thread.join()
+        return self.new
+
+    def _run(self) -> None:
+        shell = self.ctx.shell()
+        try:
+            self.new = self._launch(shell)
+            self.on_ready(self.new)
+        except Exception as exc:  # noqa: BLE001 - any failure here means recovering the usual way once the node is gone
+            self.error = str(getattr(exc, "message", exc))
+            self.ctx.reporter.warn(f"could not replace {self.old.name} ahead of its loss: {self.error}")
+        finally:
+            shell.close()
+
+    def _launch(self, shell: NodeShell) -> Node:
+        ctx, record = self.ctx, self.record
+        index = max(int(n.name.removeprefix("node")) for n in record.node_list()) + 1
+        master = record.node_list()[0]
+        with ctx.reporter.step(f"launch node{index} to replace {self.old.name} ahead of its loss"):
+            [new] = ctx.provider.launch(ctx.config, 1, recorded_image(record), "worker", index, near=master,
+                                        base=recorded_base(record))
+            add_nodes(ctx, record, [new], shell)
+            if recorded_image(record) is None:
+                playbook_runner(ctx, shell).run_all(load_playbooks(), [new], ctx.reporter.detail)
+            self.warm(new)
+        return new
+
+
+def swap_in(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, old: Node, new: Node, run_dir: str,
+            remove: Callable[[Node], None]) -> int | None:
+    """After the ranks stopped: drop the noticed node, rewrite the master's files for the new set of
+    nodes, check reach, and give the replacement the newest checkpoint. Returns its step."""
+    record.set_nodes([n for n in record.node_list() if n.name != old.name])
+    record.replaced = sorted(set(record.replaced) | {new.name})
+    ctx.state.save(record)
+    remove(old)
+    nodes = record.node_list()
+    with ctx.reporter.step(f"swap {old.name} for {new.name}"):
+        write_cluster_files(ctx, nodes, shell)
+        check_mesh(ctx, nodes, shell)
+        return restore_checkpoint(ctx, shell, nodes, run_dir)

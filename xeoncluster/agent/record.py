@@ -1,0 +1,141 @@
+"""A run's record: the one truth that `runs`, `logs` and `status` read, written only by its agent.
+
+Each run has a folder on the agent's host (the master on AWS, this machine for local nodes):
+
+    run.json       this record (atomic writes)
+    request.json   what `train` submitted: the request and its launch plan
+    env            the --env values (mode 0600), never in request.json
+    launch.json    the launch the job runs now (command, environment), for people
+    train.log      every rank's output, labelled by rank
+    events.jsonl   the ranks' typed events (xeoncluster/node/events.py)
+    agent.log      the agent's own progress and errors
+    cancel         present once `cancel` asked the run to stop
+"""
+from __future__ import annotations
+
+import time
+from enum import StrEnum
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from xeoncluster.state import atomic_write
+
+
+class RunState(StrEnum):
+    SUBMITTED = "submitted"    # written by `train`; the agent has not picked it up yet
+    STARTING = "starting"
+    RUNNING = "running"
+    RECOVERING = "recovering"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
+
+
+class Restart(BaseModel):
+    node: str
+    reason: str
+    from_step: int | None  # the checkpoint resumed from; None: from the start
+    seconds: float
+    lost_steps: int
+    replacement: str = ""  # the node that took over (its own name, or a new one when replaced ahead of time)
+
+    def describe(self) -> str:
+        start = f"checkpoint-{self.from_step}" if self.from_step is not None else "the start (no checkpoint yet)"
+        took = f" by {self.replacement}" if self.replacement and self.replacement != self.node else ""
+        return (f"restart: {self.node} lost ({self.reason}); replaced{took}, resuming from {start}, "
+                f"{self.lost_steps} step(s) lost; recovery took {self.seconds:.0f}s")
+
+
+class RunRecord(BaseModel):
+    run: str
+    cluster: str
+    task: str
+    state: RunState = RunState.SUBMITTED
+    step: int = 0
+    total_steps: int | None = None
+    restarts: list[Restart] = Field(default_factory=list)
+    submitted_at: float = Field(default_factory=time.time)
+    started_at: float | None = None
+    ended_at: float | None = None
+    exit_code: int | None = None
+    error: str = ""              # the one line that says why a run failed
+    agent_pid: int | None = None
+    cost_usd: float = 0.0        # node-hours so far at the nodes' $/hour
+    usd_per_hour: float = 0.0    # what the nodes cost now
+    nodes: list[str] = Field(default_factory=list)
+    notices: list[str] = Field(default_factory=list)  # nodes that announced they are going away
+    log: str = ""                # where the run's log is: a path on this machine, or HOST:PATH
+    storage: str = ""            # where the run is kept beyond the nodes (s3://... or a folder)
+    durable_step: int | None = None  # the newest checkpoint stored completely
+    storage_error: str = ""      # the last upload that failed for good (training went on)
+
+    @property
+    def seconds(self) -> float:
+        if self.started_at is None:
+            return 0.0
+        return (self.ended_at or time.time()) - self.started_at
+
+    @property
+    def lost_steps(self) -> int:
+        return sum(r.lost_steps for r in self.restarts)
+
+    def summary(self) -> dict[str, object]:
+        """What `runs --json` prints for this run."""
+        return {"run": self.run, "cluster": self.cluster, "task": self.task, "state": self.state.value,
+                "step": self.step, "total_steps": self.total_steps, "restarts": len(self.restarts),
+                "started_at": self.started_at, "ended_at": self.ended_at, "seconds": round(self.seconds, 1),
+                "exit_code": self.exit_code, "cost_usd": round(self.cost_usd, 6), "error": self.error}
+
+
+class RunFiles:
+    """The paths of one run's folder on the agent's host."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    @property
+    def record(self) -> Path:
+        return self.folder / "run.json"
+
+    @property
+    def request(self) -> Path:
+        return self.folder / "request.json"
+
+    @property
+    def log(self) -> Path:
+        return self.folder / "train.log"
+
+    @property
+    def events(self) -> Path:
+        return self.folder / "events.jsonl"
+
+    @property
+    def agent_log(self) -> Path:
+        return self.folder / "agent.log"
+
+    @property
+    def cancel(self) -> Path:
+        return self.folder / "cancel"
+
+    @property
+    def env(self) -> Path:
+        return self.folder / "env"
+
+    @property
+    def launch(self) -> Path:
+        return self.folder / "launch.json"
+
+
+    def load(self) -> RunRecord | None:
+        try:
+            return RunRecord.model_validate_json(self.record.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def save(self, record: RunRecord) -> None:
+        atomic_write(self.record, record.model_dump_json(indent=2), 0o644)

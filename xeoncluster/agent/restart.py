@@ -1,0 +1,85 @@
+"""One recovery: what the run lost, and how it goes on.
+
+A node that announced its end and whose replacement is ready is swapped for it; any other lost node
+is replaced under its own name (repair). Then every node gets the newest checkpoint any of them
+holds. A failure with every node alive (a bug, bad data) is not a loss: there is nothing to recover.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from xeoncluster.agent.attempt import Outcome
+from xeoncluster.agent.proactive import Replacement, swap_in
+from xeoncluster.agent.record import Restart
+from xeoncluster.agent.recovery import last_step, lost_nodes, replace_lost, restore_checkpoint
+from xeoncluster.context import CommandContext
+from xeoncluster.node.events import RunEvent
+from xeoncluster.providers.base import Node
+from xeoncluster.remote import NodeShell
+from xeoncluster.remote_layout import RemoteLayout
+from xeoncluster.state import ClusterRecord
+from xeoncluster.train_plan import LaunchPlan
+
+
+class Recovery:
+    def __init__(self, ctx: CommandContext, shell: NodeShell, plan: LaunchPlan, reported_step: int,
+                 noticed: dict[str, RunEvent], replacements: dict[str, Replacement]) -> None:
+        self.ctx, self.shell, self.plan = ctx, shell, plan
+        self.reported_step = reported_step
+        self.noticed, self.replacements = noticed, replacements
+        self.run_dir = RemoteLayout(plan.home).run_dir(plan.run)
+        self.verdict = ""  # why there is nothing to recover into, when there is not
+
+    def run(self, outcome: Outcome) -> Restart | None:
+        started = time.monotonic()
+        cluster = self.ctx.state.load()
+        if cluster is None or not cluster.ready:
+            return None  # `down --force` is taking the cluster away: nothing to recover into
+        ready = {address: r.wait() for address, r in self.replacements.items()}
+        lost = lost_nodes(self.ctx, cluster, self.shell, {a: e.reason for a, e in self.noticed.items()})
+        if lost and len(lost) == len(cluster.nodes):
+            # No survivor holds a checkpoint or the run: that is the cluster gone, not a node.
+            self.verdict = f"every node is gone ({'; '.join(f'{n.name}: {why}' for n, why in lost)})"
+            return None
+        if not lost:
+            return None
+        names = ", ".join(node.name for node, _ in lost)
+        self.ctx.reporter.warn(f"run {self.plan.run} lost {names} ({'; '.join(why for _, why in lost)}); recovering")
+        master = cluster.node_list()[0]
+        survived = master if all(node.name != master.name for node, _ in lost) else None
+        last = last_step(self.shell, survived, RemoteLayout(self.plan.home), self.plan.run, self.reported_step)
+        self.shell.close()  # connections to the lost nodes are dead; every use below reconnects
+        step, swapped = self._replace(cluster, lost, ready)
+        stopped = outcome.last("stopped")
+        lost_steps = 0 if stopped is not None and stopped.step == step else max(0, last - (step or 0))
+        return Restart(node=names, reason="; ".join(why for _, why in lost), from_step=step,
+                       seconds=time.monotonic() - started, lost_steps=lost_steps, replacement=", ".join(swapped))
+
+    def _replace(self, cluster: ClusterRecord, lost: list[tuple[Node, str]],
+                 ready: dict[str, Node | None]) -> tuple[int | None, list[str]]:
+        step: int | None = None
+        swapped, rest = [], []
+        for node, why in lost:
+            new = ready.get(node.private_ip)
+            if new is not None:
+                step = swap_in(self.ctx, cluster, self.shell, node, new, self.run_dir, self._remove_later)
+                swapped.append(new.name)
+            else:
+                rest.append((node, why))
+        if rest:
+            replace_lost(self.ctx, cluster, self.shell, rest, self.plan.run)
+            with self.ctx.reporter.step("restore the newest checkpoint to every node"):
+                step = restore_checkpoint(self.ctx, self.shell, cluster.node_list(), self.run_dir)
+            swapped += [node.name for node, _ in rest]
+        return step, swapped
+
+    def _remove_later(self, node: Node) -> None:
+        """The noticed node is out of the job: terminating it (and waiting for that) is off the
+        critical path. Not a daemon thread: the agent waits for it before it exits."""
+        def remove() -> None:
+            try:
+                self.ctx.provider.remove_node(self.ctx.config, node)
+            except Exception as exc:  # noqa: BLE001 - EC2 reclaims it anyway; `down` finds it by tag otherwise
+                self.ctx.reporter.warn(f"could not remove {node.name} ({node.id}): {exc}")
+        threading.Thread(target=remove, name=f"xc-remove-{node.name}").start()

@@ -1,0 +1,93 @@
+"""A run's storage, as the supervisor uses it: bring a checkpoint back before the first launch when the
+master lost it, copy every checkpoint and the log as the run goes, and the results at its end."""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from xeoncluster.agent.checkpoint_source import CheckpointSource, OnMaster, OverSsh
+from xeoncluster.agent.record import RunFiles, RunState
+from xeoncluster.agent.recovery import restore_checkpoint
+from xeoncluster.agent.storage_sync import StorageSync, download_checkpoint
+from xeoncluster.agent.submission import Submission
+from xeoncluster.context import CommandContext
+from xeoncluster.node.events import RunEvent
+from xeoncluster.remote import NodeShell
+from xeoncluster.remote_layout import RemoteLayout
+from xeoncluster.run_outputs import TASK_RESULTS
+from xeoncluster.train_plan import LaunchPlan
+
+LOG_EVERY_SECONDS = 30.0
+# How long the agent waits, at the end of a run, for the results and the last checkpoint to be stored.
+DRAIN_SECONDS = 900.0
+
+
+class RunStorage:
+    def __init__(self, ctx: CommandContext, files: RunFiles, submission: Submission,
+                 report: Callable[[str], None]) -> None:
+        self.ctx, self.files, self.submission, self.report = ctx, files, submission, report
+        self.sync: StorageSync | None = None
+        self._logged = 0.0
+        self.source: CheckpointSource | None = None
+
+    @property
+    def where(self) -> str:
+        location = self.submission.storage
+        return location.where(self.ctx.config.name, self.submission.plan.run) if location else ""
+
+    def start(self, shell: NodeShell, plan: LaunchPlan) -> None:
+        location = self.submission.storage
+        if location is None:
+            return
+        run_dir = RemoteLayout(plan.home).run_dir(plan.run)
+        self.source = OnMaster(Path(run_dir)) if self.ctx.provider.agent_on_master else \
+            OverSsh(shell, plan.nodes[0], run_dir)
+        storage = self.ctx.provider.open_storage(location)
+        self.sync = StorageSync(storage, self.ctx.config.name, plan.run, self.source,
+                                self.submission.keep_checkpoints,
+                                [self.files.record, self.files.log, self.files.events], self.report,
+                                None if self.submission.request.is_script else TASK_RESULTS)
+        if self.submission.restore_step is not None:
+            self._restore(shell, plan, self.submission.restore_step)
+
+    def _restore(self, shell: NodeShell, plan: LaunchPlan, step: int) -> None:
+        assert self.sync is not None and self.source is not None
+        with self.ctx.reporter.step(f"bring checkpoint-{step} back from {self.where}"):
+            staging = Path(self.files.folder) / ".restore"
+            folder = download_checkpoint(self.sync.storage, self.sync.base, step, staging)
+            self.source.place(folder)
+            restore_checkpoint(self.ctx, shell, list(plan.nodes), RemoteLayout(plan.home).run_dir(plan.run))
+        self.report(f"checkpoint-{step} brought back from {self.where}")
+
+    def on_event(self, event: RunEvent) -> None:
+        if self.sync is None:
+            return
+        if event.kind == "checkpoint" and event.step is not None:
+            self.sync.checkpoint(event.step)
+        elif event.kind == "step" and time.monotonic() - self._logged > LOG_EVERY_SECONDS:
+            self._logged = time.monotonic()
+            self.sync.log_files()
+
+    @property
+    def durable_step(self) -> int | None:
+        return self.sync.durable if self.sync else None
+
+    def finish(self, state: RunState) -> bool:
+        """Store the results (after a success) and the final log; True when everything is stored."""
+        if self.sync is None:
+            return True
+        if state is RunState.SUCCEEDED:
+            self.sync.results()
+        else:
+            self.sync.log_files()
+        done = self.sync.close(DRAIN_SECONDS)
+        return done and self.sync.failures == 0
+
+    def final_record(self) -> None:
+        """The record as the run ended it (with its newest durable checkpoint), stored last."""
+        if self.sync is not None:
+            try:
+                self.sync.storage.put_file(self.files.record, f"{self.sync.base}/{self.files.record.name}")
+            except Exception as exc:  # noqa: BLE001 - storage never fails the run; the agent's log says why
+                self.report(f"storing the run's record failed ({type(exc).__name__}: {exc})")

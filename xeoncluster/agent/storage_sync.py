@@ -1,0 +1,129 @@
+"""The run agent's copy of a run into storage: every checkpoint when it is saved, the log and events as
+they grow, and at the end the results and the final model.
+
+Uploads run in a thread of the agent, never in the ranks: training goes on while a checkpoint is
+copied, and a failed upload is retried with backoff and reported, never fatal to the run. A
+checkpoint counts as durable only once its MANIFEST.json (written last) is there; only the newest
+`keep` durable checkpoints are kept.
+"""
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from xeoncluster import untrusted
+from xeoncluster.agent.checkpoint_source import CheckpointSource
+from xeoncluster.run_outputs import TASK_RESULTS
+from xeoncluster.storage.base import MANIFEST, Storage
+
+RETRY_DELAYS = (2, 5, 15, 30, 60)
+Job = Callable[[], None]
+
+
+class StorageSync:
+    def __init__(self, storage: Storage, cluster: str, run: str, source: CheckpointSource, keep: int,
+                 logs: list[Path], report: Callable[[str], None],
+                 outputs: tuple[str, ...] | None = TASK_RESULTS) -> None:
+        self.storage, self.source, self.keep, self.logs, self.report = storage, source, keep, logs, report
+        self.outputs = outputs  # None: all the run's output (a user's script)
+        self.base = storage.location.run_key(cluster, run)
+        self.durable: int | None = None
+        self.failures = 0
+        self._jobs: queue.Queue[tuple[str, Job] | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._work, name="xc-storage", daemon=True)
+        self._thread.start()
+
+    def checkpoint(self, step: int) -> None:
+        self._jobs.put((f"checkpoint-{step}", lambda: self._checkpoint(step)))
+
+    def log_files(self) -> None:
+        self._jobs.put(("the log and events", self._log_files))
+
+    def results(self) -> None:
+        self._jobs.put(("the results and the model", self._results))
+
+    def close(self, timeout: float) -> bool:
+        """Wait for what is queued, up to `timeout` seconds; True if everything was stored."""
+        self._jobs.put(None)
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            what, run = job
+            for delay in (*RETRY_DELAYS, None):
+                try:
+                    run()
+                    break
+                except Exception as exc:  # noqa: BLE001 - storage must never fail the training: report, retry
+                    self.report(f"storing {what} failed ({type(exc).__name__}: {exc})"
+                                + (f"; retrying in {delay}s" if delay is not None else "; giving up on it"))
+                    if delay is None:
+                        self.failures += 1
+                    else:
+                        time.sleep(delay)
+
+    def _checkpoint(self, step: int) -> None:
+        local = self.source.snapshot(step)
+        try:
+            files = {str(p.relative_to(local)): p.stat().st_size for p in sorted(local.rglob("*")) if p.is_file()}
+            prefix = f"{self.base}/checkpoints/checkpoint-{step}"
+            for name in files:
+                self.storage.put_file(local / name, f"{prefix}/{name}")
+            self.storage.put_text(f"{prefix}/{MANIFEST}", json.dumps({"step": step, "files": files}, indent=1))
+        finally:
+            self.source.release(local)
+        self.durable = step
+        self._prune()
+
+    def _prune(self) -> None:
+        steps = durable_steps(self.storage, self.base)
+        for old in steps[:-self.keep]:
+            prefix = f"{self.base}/checkpoints/checkpoint-{old}"
+            keys = [o.key for o in self.storage.objects(prefix)]
+            self.storage.delete(sorted(keys, key=lambda k: not k.endswith(MANIFEST)))  # the manifest first
+
+    def _log_files(self) -> None:
+        for path in self.logs:
+            if path.exists():
+                self.storage.put_file(path, f"{self.base}/{path.name}")
+
+    def _results(self) -> None:
+        local = self.source.results(self.outputs)
+        try:
+            for path in sorted(local.rglob("*")):
+                if path.is_file():
+                    name = path.relative_to(local)
+                    top = "model" if name.parts[0] == "model" else "results"
+                    key = f"{self.base}/{top}/{Path(*name.parts[1:]) if top == 'model' else name}"
+                    self.storage.put_file(path, key)
+        finally:
+            self.source.release(local)
+        self._log_files()
+
+
+def durable_steps(storage: Storage, run_key: str) -> list[int]:
+    """The steps of the run's checkpoints whose manifest is stored, oldest first."""
+    found = []
+    for item in storage.objects(f"{run_key}/checkpoints"):
+        parts = item.key.split("/")
+        if parts[-1] == MANIFEST and parts[-2].startswith("checkpoint-") and parts[-2][11:].isdigit():
+            found.append(int(parts[-2][11:]))
+    return sorted(found)
+
+
+def download_checkpoint(storage: Storage, run_key: str, step: int, target: Path) -> Path:
+    """checkpoint-STEP, as its manifest lists it, into target/checkpoint-STEP. The manifest may be
+    another cluster's (a resumed run): each name must be a sound key and stay in the folder."""
+    prefix = f"{run_key}/checkpoints/checkpoint-{step}"
+    manifest = json.loads(storage.get_text(f"{prefix}/{MANIFEST}") or "{}")
+    folder = target / f"checkpoint-{step}"
+    source = f"the manifest of {prefix}"
+    paths = {name: untrusted.under(folder, untrusted.object_key(name, source)) for name in manifest.get("files", {})}
+    for name, path in paths.items():
+        storage.get_file(f"{prefix}/{name}", path)
+    return folder

@@ -1,0 +1,44 @@
+"""What `train` hands the run agent: the request and the first launch plan (request.json), and the
+--env values, kept apart in a file only the owner can read (env, mode 0600), as on the nodes."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, replace
+
+from pydantic import TypeAdapter
+
+from xeoncluster.storage.base import StorageLocation
+from xeoncluster.train_plan import LaunchPlan, TrainRequest
+
+_REQUEST = TypeAdapter(TrainRequest)
+_PLAN = TypeAdapter(LaunchPlan)
+
+
+@dataclass(frozen=True)
+class Submission:
+    request: TrainRequest
+    plan: LaunchPlan
+    storage: StorageLocation | None = None  # where the run keeps what must outlive the nodes
+    keep_checkpoints: int = 3
+    restore_step: int | None = None  # a checkpoint to bring back from storage first (the master lost it)
+
+    def to_json(self) -> str:
+        """The request without its --env values (only their names), and the plan."""
+        public = replace(self.request, env=tuple((name, "") for name, _ in self.request.env))
+        return json.dumps({"request": json.loads(_REQUEST.dump_json(public)),
+                           "plan": json.loads(_PLAN.dump_json(self.plan)),
+                           "storage": asdict(self.storage) if self.storage else None,
+                           "keep_checkpoints": self.keep_checkpoints, "restore_step": self.restore_step}, indent=1)
+
+    def env_json(self) -> str:
+        return json.dumps(dict(self.request.env))
+
+    @classmethod
+    def from_json(cls, text: str, env_text: str = "{}") -> Submission:
+        data = json.loads(text)
+        request = _REQUEST.validate_python(data["request"])
+        values = json.loads(env_text or "{}")
+        request = replace(request, env=tuple((name, str(values.get(name, ""))) for name, _ in request.env))
+        storage = StorageLocation(**data["storage"]) if data.get("storage") else None
+        return cls(request, _PLAN.validate_python(data["plan"]), storage, int(data.get("keep_checkpoints", 3)),
+                   data.get("restore_step"))

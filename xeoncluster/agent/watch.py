@@ -1,0 +1,84 @@
+"""`python -m xeoncluster.agent watch CLUSTER`: the cluster's watch agent. It lives where the run agents
+do (the master on a cloud, this machine for local nodes), checks every TICK_SECONDS whether the cluster
+is idle, and removes it after `idle_minutes` of idleness or at its `max_hours` deadline.
+
+Its settings are re-read at every check, so `up --idle-minutes N` changes them in place; with both off
+it ends. One watch agent per cluster: a second one started meanwhile finds the lock taken and ends.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from xeoncluster.agent.activity import Activity
+from xeoncluster.agent.self_removal import SelfRemoval
+from xeoncluster.autostop import SETTINGS, STATUS, AutoStop, WatchStatus
+from xeoncluster.errors import XeonClusterError
+from xeoncluster.state import atomic_write
+
+TICK_SECONDS = 15.0
+
+
+class Watcher:
+    def __init__(self, folder: Path, activity: Activity, removal: SelfRemoval, report: Callable[[str], None],
+                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.folder, self.activity, self.removal, self.report = folder, activity, removal, report
+        self.clock, self.sleep = clock, sleep
+        self.idle_since = clock()
+
+    def run(self) -> int:
+        with open(self.folder / "watch.lock", "a+") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self.report("another watch agent watches this cluster")
+                return 0
+            while self.check():
+                self.sleep(TICK_SECONDS)
+        return 0
+
+    def check(self) -> bool:
+        """One look at the cluster; False once the agent is done (settings off, or the cluster removed)."""
+        settings = self.settings()
+        if settings is None or settings.off:
+            self.write("off", "")
+            return False
+        busy = self.busy()
+        now = self.clock()
+        if busy:
+            self.idle_since = now
+        due = settings.due(now, self.idle_since, bool(busy))
+        if due is None:
+            self.write("watching", busy)
+            return True
+        self.write("removing", busy)
+        try:
+            self.removal.remove(*due)
+        except Exception as exc:  # noqa: BLE001 - e.g. a `train` took the cluster's lock meanwhile: look again
+            why = exc.one_line() if isinstance(exc, XeonClusterError) else f"{type(exc).__name__}: {exc}"
+            self.report(f"removal put off: {why}")
+            self.write("watching", f"the last removal failed: {why}")
+            return True
+        return False
+
+    def busy(self) -> str:
+        try:
+            return self.activity.busy()
+        except Exception as exc:  # noqa: BLE001 - unsure is not idle: never remove a cluster on a failed check
+            self.report(f"could not check the cluster's activity ({type(exc).__name__}: {exc})")
+            return "its activity could not be checked"
+
+    def settings(self) -> AutoStop | None:
+        try:
+            return AutoStop.model_validate_json((self.folder / SETTINGS).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def write(self, state: str, busy: str) -> None:
+        status = WatchStatus(state=state, checked_at=self.clock(), idle_since=self.idle_since, busy=busy,
+                             pid=os.getpid())
+        if self.folder.exists():
+            atomic_write(self.folder / STATUS, status.model_dump_json(indent=1))

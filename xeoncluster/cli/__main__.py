@@ -1,0 +1,3 @@
+from xeoncluster.cli import main
+
+main()

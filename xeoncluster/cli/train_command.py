@@ -1,0 +1,138 @@
+"""`xeoncluster train`: parse what the user asked for into a TrainRequest; the command module runs it."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from xeoncluster import render, render_runs
+from xeoncluster.cli.group import CONTEXT, PassThroughCommand, cli, cluster_options, command_context, pass_through
+from xeoncluster.commands import train as train_cmd
+from xeoncluster.commands import train_storage
+from xeoncluster.script_plan import SCRIPT_TASK
+from xeoncluster.stacks import get_stack
+from xeoncluster.train_plan import (
+    DEFAULT_MODEL,
+    TASKS,
+    LaunchPlan,
+    TrainRequest,
+    check_request,
+    dry_run_plan,
+    parse_env,
+)
+
+
+@cli.command(cls=PassThroughCommand, context_settings=CONTEXT)
+@cluster_options
+@click.argument("task", required=False, metavar="squad|glue|SCRIPT.py")
+@click.option("-m", "--module", help="run this module of the workdir (python -m MODULE) instead of a script")
+@click.option("--workdir", type=click.Path(file_okay=False, path_type=Path),
+              help="script: the folder that goes to every node and that it runs in (default: the script's own; "
+                   "with -m, the current folder)")
+@click.option("--data", "data_files", multiple=True, type=click.Path(dir_okay=False, path_type=Path),
+              metavar="FILE", help="script: a data file for every node, in $XC_DATA_DIR (or {data} in ARGS); "
+                                   "repeatable")
+@click.option("--exclude", "excludes", multiple=True, metavar="GLOB",
+              help="script: leave this workdir path out (a name or a relative path; globs allowed); repeatable")
+@click.option("--include-secret", "include_secrets", multiple=True, metavar="PATH",
+              help="script: send this workdir path although it looks like a secret (.env*, *.pem, *.key, id_rsa*, "
+                   ".aws/, .netrc, .ssh/, credentials*), which are refused otherwise; repeatable")
+@click.option("--task", "glue_task", default="mrpc", show_default=True, help="GLUE task name (glue only)")
+@click.option("--demo", is_flag=True, help="offline demo: a tiny BERT and synthetic data built on the nodes")
+@click.option("--dataset", help="Hugging Face dataset name (default: squad / glue)")
+@click.option("--train-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="local training file (SQuAD JSON flat or nested; GLUE TSV/CSV/JSON); copied to every node")
+@click.option("--eval-file", type=click.Path(dir_okay=False, path_type=Path), help="local evaluation file")
+@click.option("--model", help=f"hub id or a directory on the nodes (default {DEFAULT_MODEL})")
+@click.option("--run", help="run name (default TASK-TIMESTAMP); results go to the state folder's runs/RUN")
+@click.option("--resume", is_flag=True, help="continue the run (default: the latest) from its last checkpoint")
+@click.option("--resume-from", metavar="CLUSTER/RUN",
+              help="continue run RUN of another cluster, CLUSTER, from its newest checkpoint in storage (copied "
+                   "under this cluster's name first); implies --resume and --run RUN")
+@click.option("--ppn", type=int, help="ranks per node (default: one per socket)")
+@click.option("--threads", type=int, help="OpenMP threads per rank (default: physical cores per rank)")
+@click.option("--env", "env_pairs", multiple=True, metavar="K=V", help="extra environment for every rank; repeatable")
+@click.option("--fetch-model", type=click.Path(file_okay=False, path_type=Path), help="copy the trained model here")
+@click.option("--offline", is_flag=True, help="set HF_HUB_OFFLINE=1 on the nodes")
+@click.option("--tune/--no-tune", default=True, show_default=True,
+              help="--no-tune drops the computed threads/pinning/tcmalloc (for comparison)")
+@click.option("--max-restarts", type=int, default=2, show_default=True,
+              help="when a node is lost (spot reclaim, crash), replace it and resume from the newest checkpoint "
+                   "this many times; 0 fails at once")
+@click.option("--storage", metavar="URL",
+              help="where the run keeps what must outlive the nodes: s3://BUCKET/PREFIX (AWS) or a folder "
+                   "(local nodes); default: the config's storage (auto)")
+@click.option("--detach", is_flag=True,
+              help="return as soon as the run has started (it goes on on the cluster); follow it later with "
+                   "`xeoncluster logs RUN -f`")
+@click.option("--dry-run", is_flag=True, help="print the exact mpirun command and environment; run nothing")
+@click.option("--nodes", type=int, help="with --dry-run and no cluster: plan for this many nodes")
+@click.option("--instance-type", help="with --dry-run and no cluster: plan for this instance type")
+@click.pass_context
+def train(ctx: click.Context, task: str | None, module: str | None, workdir: Path | None,
+          data_files: tuple[Path, ...], excludes: tuple[str, ...], include_secrets: tuple[str, ...], glue_task: str,
+          demo: bool, dataset: str | None, train_file: Path | None, eval_file: Path | None, model: str | None,
+          run: str | None, resume: bool, ppn: int | None, threads: int | None, env_pairs: tuple[str, ...],
+          fetch_model: Path | None, offline: bool, tune: bool, max_restarts: int, dry_run: bool, nodes: int | None,
+          instance_type: str | None, storage: str | None, detach: bool, resume_from: str | None,
+          **opts: Any) -> None:
+    """Fine-tune across every node with mpirun + PyTorch DDP: a built-in TASK (squad or glue), your
+    own SCRIPT.py (or -m MODULE), run unchanged as one job: plain torch.distributed, accelerate or
+    the HF Trainer (see docs/scripts.md).
+
+    Ranks per node, threads, pinning and LD_PRELOAD come from each node's topology. The run is
+    handed to the cluster's run agent (on the master; for local nodes, on this machine), which
+    owns it to the end: closing this terminal does not stop it, and a lost node is replaced and
+    the run resumed from its newest checkpoint. This command then follows its log; Ctrl-C
+    detaches (the run goes on). At the end the results are fetched into
+    $XEONCLUSTER_HOME/results/NAME/RUN. Arguments after `--` go to the HF TrainingArguments
+    (e.g. -- --learning_rate 5e-5), or to your script ({output} and {data} in them become the run's
+    output folder and the --data folder on the nodes).
+    """
+    source = None
+    if resume_from is not None:
+        source, run = train_storage.resume_source(resume_from, run)
+        resume = True
+    request = TrainRequest(
+        task=task_of(task, module), script=script_of(task), module=module, workdir=workdir, data=data_files,
+        excludes=excludes, include_secrets=include_secrets, glue_task=glue_task, dataset=dataset,
+        train_file=train_file, eval_file=eval_file,
+        model=model, demo=demo, run=run, resume=resume, ppn=ppn, threads=threads, env=parse_env(env_pairs),
+        trainer_args=pass_through(ctx), fetch_model=fetch_model, offline=offline,
+        tuned=tune, max_restarts=max_restarts, storage=storage, resume_from=source)
+    context = command_context(ctx, opts)
+    config = context.config
+    if dry_run and (instance_type is not None or nodes is not None):
+        stack = get_stack(config.stack)
+        check_request(request, stack)
+        kind = instance_type or context.provider.placement(config).instance_type
+        topology = context.provider.machine_topology(kind)
+        render.launch_plan(dry_run_plan(request, stack, topology, kind, config.nodes if nodes is None else nodes,
+                                        config.ssh.user or "ubuntu"))
+        return
+    result = train_cmd.run(context, request, render.echo_line, dry_run, detach)
+    if isinstance(result, LaunchPlan):
+        render.launch_plan(result)
+    elif isinstance(result, train_cmd.Submitted):
+        render_runs.submitted(result)
+    else:
+        render_runs.training_result(result, config.name)
+
+
+def task_of(task: str | None, module: str | None) -> str:
+    if module is not None or (task is not None and script_of(task) is not None):
+        if module is not None and task is not None:
+            raise click.UsageError(f"give a script or -m {module}, not both ({task!r} too)")
+        return SCRIPT_TASK
+    if task is None:
+        raise click.UsageError("missing TASK: squad, glue, a script PATH.py, or -m MODULE")
+    return task
+
+
+def script_of(task: str | None) -> Path | None:
+    """A TASK that names a Python file (existing or not: a missing one is an error of its own)."""
+    if task is None or task in TASKS:
+        return None
+    return Path(task) if task.endswith(".py") or "/" in task else None
+

@@ -1,0 +1,40 @@
+"""`xeoncluster policy`: the access documents a provider's account needs, ready to paste (on AWS: the
+policy of the identity that runs xeoncluster, or the permissions boundary an administrator creates once)."""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from xeoncluster.context import CommandContext
+from xeoncluster.errors import ConfigError
+from xeoncluster.providers.spec import ProviderSpec, specs
+
+
+@dataclass(frozen=True)
+class PrintedPolicy:
+    account: str
+    document: dict[str, Any]
+    how: str  # one line: what to do with the document
+
+
+def policy_provider(chosen: str | None) -> ProviderSpec:
+    """The provider whose documents to print: the one named, else the only one that has any."""
+    having = [spec for spec in specs().values() if spec.access_documents]
+    if chosen is not None:
+        having = [spec for spec in having if spec.name == chosen]
+    if len(having) != 1:
+        names = ", ".join(s.name for s in specs().values() if s.access_documents)
+        raise ConfigError(f"provider {chosen} needs no access policy", hint=f"policies exist for: {names}")
+    return having[0]
+
+
+def policy(spec: ProviderSpec, ctx: CommandContext | None, account: str | None, boundary: bool) -> PrintedPolicy:
+    """For `account`, else the caller's (the context's provider asks who it is)."""
+    if account is None:
+        if ctx is None:
+            raise ConfigError("no account to print the policy for", hint="pass --account ID")
+        account = ctx.provider.account_id()
+    module, _, function = spec.access_documents.partition(":")
+    document, how = getattr(importlib.import_module(module), function)(account, boundary)
+    return PrintedPolicy(account, document, how)

@@ -1,0 +1,188 @@
+"""`xeoncluster train`: prepare the launch, hand the run to the cluster's run agent, then follow it.
+
+The agent (xeoncluster/agent) owns the job from then on: mpiexec, the log, the record, recovery.
+This command only submits and watches; if it dies, the run goes on, and `logs -f` picks it up.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from xeoncluster import script_plan, untrusted
+from xeoncluster.agent import client, watch_client
+from xeoncluster.agent.follow import Follower
+from xeoncluster.agent.host import AgentHost, MasterHost
+from xeoncluster.agent.record import RunRecord, RunState
+from xeoncluster.agent.submission import Submission
+from xeoncluster.commands.stored_runs import stored_runs
+from xeoncluster.commands.train_prepare import Preparer
+from xeoncluster.commands.train_results import Fetched, fetch_results, results_dir
+from xeoncluster.commands.train_storage import clusters_with_run, no_checkpoint, run_storage, stored_checkpoint
+from xeoncluster.context import CommandContext
+from xeoncluster.errors import BusyError, ConfigError, TrainingError
+from xeoncluster.providers.base import Node
+from xeoncluster.remote import NodeShell
+from xeoncluster.remote_layout import PACKAGE_ROOT
+from xeoncluster.script_plan import SCRIPT_LABELS
+from xeoncluster.stacks import get_stack
+from xeoncluster.state import ClusterRecord
+from xeoncluster.train_plan import LaunchPlan, TrainRequest, check_request, check_run_name, default_run_name
+
+
+@dataclass
+class Submitted:
+    """A run handed to its agent."""
+
+    plan: LaunchPlan
+    cluster: str
+    host: str
+
+
+@dataclass
+class TrainOutcome:
+    record: RunRecord
+    fetched: Fetched | None = None
+    detached: bool = False
+    seconds: float = 0.0
+    results: list[Path] = field(default_factory=list)
+
+
+def run(ctx: CommandContext, request: TrainRequest, echo: Callable[[str], None], dry_run: bool = False,
+        detach: bool = False) -> LaunchPlan | Submitted | TrainOutcome:
+    check_run_name(request.run)
+    record = ctx.require_up()
+    stack = get_stack(ctx.config.stack)
+    check_request(request, stack)
+    shell = ctx.shell()
+    try:
+        host = client.host_for(ctx, shell, record)
+        name = request.run or _latest_run(ctx, host, request) if request.resume else request.run
+        name = name or default_run_name(request)
+        preparer = Preparer(ctx, replace(request, run=name), stack, record.node_list())
+        if dry_run:
+            return preparer.prepare(shell, name, sync=False)
+        submitted = _submit(ctx, shell, host, record, preparer, name)
+    finally:
+        shell.close()
+    if detach:
+        return submitted
+    return follow(ctx, submitted.plan.run, echo, request.fetch_model)
+
+
+def _submit(ctx: CommandContext, shell: NodeShell, host: AgentHost, record: ClusterRecord, preparer: Preparer,
+            run: str) -> Submitted:
+    """Under the cluster's lock: a second `train`, `up` or `down` waits or is refused meanwhile."""
+    with ctx.state.lock(f"train --run {run}"):
+        busy = client.active_run(host, ctx.config.name)
+        if busy is not None:
+            raise BusyError(f"cluster '{ctx.config.name}' is busy: run {busy.run} is {busy.state.value}",
+                            hint=f"follow it with `xeoncluster logs {busy.run} -f --name {ctx.config.name}`, or "
+                                 f"stop it with `xeoncluster cancel {busy.run} --name {ctx.config.name}`")
+        if watch_client.removing(host, ctx.config.name):
+            raise BusyError(f"cluster '{ctx.config.name}' is removing itself (idle, or at its max_hours deadline)",
+                            hint=f"`xeoncluster up --name {ctx.config.name}` starts it again once it is gone")
+        location = run_storage(ctx, preparer.request, record)
+        plan = preparer.prepare(shell, run)
+        restore = None
+        on_master = preparer.check_checkpoint(shell, plan.home, run) if preparer.request.resume else True
+        if not on_master:
+            restore = stored_checkpoint(ctx, location, run, preparer.request.resume_from)
+            if restore is None:
+                raise no_checkpoint(run, plan.nodes[0].name, location, on_master is not None,
+                                    clusters_with_run(ctx, location, run))
+        preparer.send_env_file(shell, run)
+        client.install(ctx, shell, host, record)
+        request = _for_host(preparer.request, host, plan)
+        started = RunRecord(run=run, cluster=ctx.config.name, task=request.label, nodes=[n.name for n in plan.nodes])
+        submission = Submission(request, plan, location, ctx.config.storage.keep_checkpoints, restore)
+        client.submit(host, ctx.config.name, submission, started)
+        client.start(host, ctx.config.name, run)
+    ctx.reporter.info(f"run {run}: {plan.ranks.world_size} ranks on {len(plan.nodes)} node(s), supervised by "
+                      f"its agent on {host.name}")
+    return Submitted(plan, ctx.config.name, host.name)
+
+
+def _for_host(request: TrainRequest, host: AgentHost, plan: LaunchPlan) -> TrainRequest:
+    """Data files as the agent's host sees them: a master has the copies synced to it, not the user's."""
+    if not isinstance(host, MasterHost):
+        return replace(request, fetch_model=None)
+
+    def on_master(path: Path | None) -> Path | None:
+        return Path(f"{plan.home}/{PACKAGE_ROOT}/data/{_digest_dir(path)}/{path.name}") if path else None
+
+    moved = replace(request, fetch_model=None, train_file=on_master(request.train_file),
+                    eval_file=on_master(request.eval_file), data=tuple(filter(None, map(on_master, request.data))))
+    return script_plan.as_synced(moved, plan.home) if request.is_script else moved
+
+
+def _digest_dir(path: Path) -> str:
+    from xeoncluster.package_sync import tree_digest
+
+    return tree_digest(path.parent, [path])
+
+
+def _latest_run(ctx: CommandContext, host: AgentHost, request: TrainRequest) -> str:
+    """The newest run of this task, whatever its name."""
+    runs = [r for r in client.list_records(host, ctx.config.name) if r.task == request.label]
+    if not runs:  # a master that is new (every node was lost): the runs storage kept with a checkpoint
+        runs = [s.record for s in stored_runs(ctx, ctx.config.name, request.storage)
+                if s.record.task == request.label and s.checkpoints]
+    if not runs:
+        raise ConfigError(f"no earlier {request.label} run on cluster '{ctx.config.name}' to resume, on it or in "
+                          "storage",
+                          hint="start one without --resume, or name the run with --run RUN --resume")
+    return runs[0].run
+
+
+def follow(ctx: CommandContext, run: str, echo: Callable[[str], None], fetch_model: Path | None = None,
+           to_the_end: bool = True, fail: bool = True) -> TrainOutcome:
+    """Show the run's log until it ends (Ctrl-C detaches), then fetch its results. `fail`: a run that
+    ended without success is an error with the run's exit code."""
+    started = time.monotonic()
+    follower = Follower(lambda: _connect(ctx), ctx.config.name, run, echo, ctx.reporter.warn)
+    try:
+        record = follower.follow(to_the_end)
+    except KeyboardInterrupt:
+        record = RunRecord(run=run, cluster=ctx.config.name, task="", state=RunState.RUNNING)
+        return TrainOutcome(record, detached=True)
+    outcome = TrainOutcome(record, seconds=time.monotonic() - started)
+    if record.state is RunState.SUCCEEDED:
+        outcome.fetched = _fetch(ctx, run, record, fetch_model)
+    elif record.state.finished and fail:
+        raise _failed(ctx, record)
+    return outcome
+
+
+def _connect(ctx: CommandContext) -> AgentHost:
+    record = ctx.require_up(ready=False)
+    return client.host_for(ctx, ctx.shell(), record)
+
+
+def _fetch(ctx: CommandContext, run: str, record: RunRecord, fetch_model: Path | None) -> Fetched:
+    """Into the results folder of the run asked for: the record (the master's) must be that run's."""
+    untrusted.same_run(record.run, run, "the master's run record")
+    cluster = ctx.require_up(ready=False)
+    master: Node = cluster.node_list()[0]
+    extra = {"restarts": [r.model_dump() for r in record.restarts], "lost_steps": record.lost_steps,
+             "cost_usd": round(record.cost_usd, 6)}
+    shell = ctx.shell()
+    try:
+        return fetch_results(shell, master, run, results_dir(ctx, run), fetch_model, extra,
+                             everything=record.task.startswith(SCRIPT_LABELS))
+    finally:
+        shell.close()
+
+
+def _failed(ctx: CommandContext, record: RunRecord) -> TrainingError:
+    name = ctx.config.name
+    if record.state is RunState.CANCELLED:
+        error = TrainingError(f"run {record.run} was cancelled at step {record.step}; its checkpoints are kept",
+                              hint=f"continue it with `xeoncluster train ... --name {name} --run {record.run} "
+                                   "--resume`")
+    else:
+        error = TrainingError(f"run {record.run} failed: {record.error}", log=Path(record.log) if record.log else None,
+                              hint=f"`xeoncluster logs {record.run} --name {name}` shows its log")
+    error.exit_code = record.exit_code or 1
+    return error

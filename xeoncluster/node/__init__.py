@@ -1,0 +1,1 @@
+"""Node-side training package: ``python -m xeoncluster.node squad|glue|demo-assets ...``."""

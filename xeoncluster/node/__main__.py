@@ -1,0 +1,73 @@
+"""`python -m xeoncluster.node squad|glue|demo-assets ...`"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+
+from xeoncluster.node.errors import TrainingError
+
+
+def load_env_file(environ: os._Environ[str] | dict[str, str]) -> None:
+    """`xeoncluster train --env` values: read from a 0600 file, never from argv (visible to `ps`).
+    Before anything imports torch, so thread settings among them still take effect."""
+    path = environ.get("XC_ENV_FILE")
+    if path:
+        with open(path) as handle:
+            environ.update({str(k): str(v) for k, v in json.load(handle).items()})
+
+
+FAILURE_LINES = 12
+
+
+def report_failure(reason: str, lines: tuple[str, ...]) -> None:
+    """Any rank that fails says so as an event: its rank, its node and its last lines reach the agent
+    even when MPI only reports that a process exited."""
+    from xeoncluster.node.distributed import from_env, own_address
+    from xeoncluster.node.events import RunEvent, emit
+
+    emit(RunEvent("failed", rank=from_env(os.environ).rank, node=own_address(), reason=reason, lines=lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    load_env_file(os.environ)
+
+    from xeoncluster.node import cli
+    from xeoncluster.node.distributed import from_env
+    from xeoncluster.node.labels import label_streams
+
+    info = from_env(os.environ)
+    if info.world_size > 1:
+        label_streams(info.rank)
+
+    try:
+        args, overrides = cli.parse(argv)
+        if args.command == "demo-assets":
+            from xeoncluster.node.demo_assets import ensure_demo_assets
+
+            built = ensure_demo_assets(args.out, args.seed)
+            print(f"training: demo assets {'built' if built else 'already complete'} in {args.out}")
+            return 0
+        from xeoncluster.node.config import from_args
+        from xeoncluster.node.runner import run
+
+        return run(from_args(args, overrides))
+    except TrainingError as exc:
+        report_failure(str(exc), (f"training: {exc}",))
+        print(f"training: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("training: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        report_failure(f"{type(exc).__name__}: {exc}", tuple(traceback.format_exc().splitlines()[-FAILURE_LINES:]))
+        raise
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

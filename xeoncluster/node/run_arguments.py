@@ -1,0 +1,28 @@
+"""TrainingArguments plus the gradient-exchange settings the Trainer has no field for.
+
+A module-level class: the Trainer pickles its arguments into every checkpoint (training_args.bin).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from transformers import TrainingArguments
+
+from xeoncluster.node.grad_exchange import DEFAULT_BUCKET_VIEW, GRAD_COMMS, NO_EXCHANGE
+
+
+@dataclass
+class RunTrainingArguments(TrainingArguments):
+    ddp_gradient_as_bucket_view: bool = field(
+        default=DEFAULT_BUCKET_VIEW,
+        metadata={"help": "DDP gradient_as_bucket_view: gradients live in the all-reduce buckets (no copy)"},
+    )
+    ddp_grad_comm: str = field(
+        default="fp32",
+        metadata={
+            "help": f"dtype gradients travel in between ranks (resolved from --grad-comm); "
+            f"{NO_EXCHANGE!r} sends nothing (benchmarks only)",
+            "choices": [*GRAD_COMMS, NO_EXCHANGE],
+        },
+    )

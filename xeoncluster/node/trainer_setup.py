@@ -1,0 +1,97 @@
+"""TrainingArguments and the Trainer for a run."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from xeoncluster.node.config import RunConfig
+from xeoncluster.node.errors import TrainingError
+from xeoncluster.node.stack import StackPlan
+
+# A ratio of the total steps: about 20 progress lines whatever the run length.
+DEFAULT_LOGGING_STEPS = 0.05
+# Four evaluations during training give loss.png an eval curve; before/after come from the scoring passes.
+DEFAULT_EVAL_STEPS = 0.25
+
+
+def training_arguments(config: RunConfig, plan: StackPlan, precision: str, has_eval: bool = False) -> Any:
+    """Build TrainingArguments; with world size > 1 this also joins the process group."""
+    from xeoncluster.node.grad_exchange import TRAINER_DEFAULTS, resolve_grad_comm
+    from xeoncluster.node.run_arguments import RunTrainingArguments
+
+    tunables = config.tunables
+    settings: dict[str, Any] = {
+        "output_dir": str(config.output_dir),
+        "per_device_train_batch_size": tunables.batch_size,
+        "per_device_eval_batch_size": tunables.batch_size * 2,
+        "num_train_epochs": tunables.epochs,
+        "max_steps": config.max_steps,
+        "learning_rate": tunables.lr,
+        "seed": config.seed,
+        "save_strategy": "steps" if config.save_steps else "no",
+        "save_steps": config.save_steps or 500,
+        "save_total_limit": 2,
+        # Every node needs the checkpoint to resume from: nodes don't share a filesystem.
+        "save_on_each_node": True,
+        "logging_steps": DEFAULT_LOGGING_STEPS,
+        "eval_strategy": "steps" if has_eval else "no",
+        "eval_steps": DEFAULT_EVAL_STEPS,
+        "report_to": "none",
+        "disable_tqdm": not sys.stdout.isatty(),
+        "use_cpu": True,
+        "bf16": precision == "bf16",
+        "dataloader_num_workers": 0,
+        "ddp_grad_comm": resolve_grad_comm(config.grad_comm, precision),
+        **_known_fields(RunTrainingArguments, TRAINER_DEFAULTS),
+    }
+    if plan.backend is not None:
+        settings["ddp_backend"] = plan.backend
+    settings.update(config.trainer_overrides)  # explicit pass-through options win
+    try:
+        return RunTrainingArguments(**settings)
+    except (ValueError, TypeError) as exc:
+        raise TrainingError(f"invalid trainer arguments: {exc}") from exc
+
+
+def _known_fields(cls: type, defaults: dict[str, Any]) -> dict[str, Any]:
+    """Only the defaults this transformers has a field for (the intel stack pins an older one)."""
+    import dataclasses
+
+    names = {f.name for f in dataclasses.fields(cls)}
+    return {k: v for k, v in defaults.items() if k in names}
+
+
+def make_trainer(
+    args: Any,
+    model: Any,
+    tokenizer: Any,
+    datasets: tuple[Any, Any | None],
+    plan: StackPlan,
+    precision: str,
+) -> Any:
+    """`datasets` is (train, eval); eval may be None."""
+    from transformers import PrinterCallback, Trainer
+
+    from xeoncluster.node.grad_exchange import log_callback, tune_trainer
+    from xeoncluster.node.node_checkpoint import NodeLocalWeights, SharedRngStates
+    from xeoncluster.node.progress import ConciseLog
+    from xeoncluster.node.step_clock import StepClock
+
+    trainer_class: type = Trainer
+    if plan.use_ipex:
+        from xeoncluster.node.intel import ipex_trainer_class
+
+        trainer_class = ipex_trainer_class(Trainer, precision)
+    train_dataset, eval_dataset = datasets
+    trainer = trainer_class(
+        model=model, args=args, train_dataset=train_dataset, eval_dataset=eval_dataset, processing_class=tokenizer
+    )
+    tune_trainer(trainer, args.ddp_grad_comm, args.ddp_gradient_as_bucket_view)
+    trainer.remove_callback(PrinterCallback)
+    trainer.add_callback(ConciseLog())
+    trainer.add_callback(NodeLocalWeights())
+    trainer.add_callback(SharedRngStates())
+    trainer.add_callback(log_callback())
+    trainer.add_callback(StepClock())
+    return trainer

@@ -1,0 +1,1 @@
+"""The AWS provider: EC2 machines, IAM roles and S3 storage."""

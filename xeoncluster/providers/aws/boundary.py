@@ -1,0 +1,109 @@
+"""The permissions boundary: the most any role the tool creates may ever do, whatever policy it gets.
+
+An administrator creates the customer-managed policy `xeoncluster-boundary` once per account
+(`xeoncluster policy --boundary` prints it and the command that creates it). The user's policy lets
+its holder create `xeoncluster-*` roles only with this boundary and never change or remove it, so a
+role given an admin policy still can do no more than the master's run agent needs: launch (tagged
+with a cluster and an owner) and terminate tagged instances, read EC2, and use the account's
+`xeoncluster-*` buckets.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import unquote
+
+from botocore.exceptions import ClientError
+
+from xeoncluster.errors import ConfigError
+from xeoncluster.providers.aws.clients import error_code
+from xeoncluster.providers.aws.iam_doc import (
+    CANONICAL,
+    Document,
+    allow,
+    document,
+    ec2_arn,
+    ec2_arns,
+    request_tagged,
+    resource_tagged,
+)
+
+BOUNDARY_NAME = "xeoncluster-boundary"
+BOUNDARY_FILE = f"{BOUNDARY_NAME}.json"
+LAUNCHED = ("instance", "volume", "spot-instances-request")
+
+
+def boundary_arn(account: str) -> str:
+    return f"arn:aws:iam::{account}:policy/{BOUNDARY_NAME}"
+
+
+def create_command(account: str) -> str:
+    """What an administrator runs once per account (the file is `xeoncluster policy --boundary`'s output)."""
+    return (f"xeoncluster policy --boundary --account {account} > {BOUNDARY_FILE} && "
+            f"aws iam create-policy --policy-name {BOUNDARY_NAME} --policy-document file://{BOUNDARY_FILE}")
+
+
+def boundary_document(account: str) -> Document:
+    return document([
+        # Describe* and the price list have no resource-level permissions.
+        allow("Read", ["ec2:Describe*", "pricing:GetProducts"], "*"),
+        # Tagged with a cluster and an owner (the role's own policy says which: aws_role.py).
+        allow("LaunchTagged", ["ec2:RunInstances"], ec2_arns(account, LAUNCHED), request_tagged(owner=True)),
+        allow("TagOnLaunchOnly", ["ec2:CreateTags"], ec2_arns(account, LAUNCHED),
+              {"StringEquals": {"ec2:CreateAction": "RunInstances"}}),
+        allow("LaunchInAccountNetwork", ["ec2:RunInstances"], ec2_arns(account, ("network-interface", "subnet"))),
+        allow("LaunchWithClusterResources", ["ec2:RunInstances"],
+              ec2_arns(account, ("security-group", "key-pair", "placement-group")), resource_tagged()),
+        *image_statements(account),
+        allow("TaggedInstancesOnly", ["ec2:TerminateInstances", "ec2:GetConsoleOutput"],
+              ec2_arn(account, "instance"), resource_tagged()),
+        *bucket_statements(account, ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+                           ["s3:ListBucket"]),
+    ])
+
+
+def image_statements(account: str, sid_prefix: str = "") -> list[Document]:
+    """Nodes start from Canonical's Ubuntu or from an image of this account (the ones it bakes)."""
+    return [allow(f"{sid_prefix}LaunchFromUbuntu", ["ec2:RunInstances"], ec2_arn(account, "image"),
+                  {"StringEquals": {"ec2:Owner": CANONICAL}}),
+            allow(f"{sid_prefix}LaunchFromOwnImages", ["ec2:RunInstances"], ec2_arn(account, "image"),
+                  {"StringEquals": {"ec2:Owner": account}})]
+
+
+def bucket_statements(account: str, object_actions: list[str], bucket_actions: list[str]) -> list[Document]:
+    """The account's own `xeoncluster-*` buckets: a bucket of that name in another account is refused."""
+    own = {"StringEquals": {"s3:ResourceAccount": account}}
+    return [allow("OwnBucketObjects", object_actions, "arn:aws:s3:::xeoncluster-*/*", own),
+            allow("OwnBuckets", bucket_actions, "arn:aws:s3:::xeoncluster-*", own)]
+
+
+def check_boundary(iam: Any, account: str, required: bool = True) -> list[str]:
+    """`up` refuses without the boundary (a role created without it would be refused anyway);
+    `plan` (required=False) notes it. A boundary that differs from this version's is a warning."""
+    arn = boundary_arn(account)
+    try:
+        version = iam.get_policy(PolicyArn=arn)["Policy"]["DefaultVersionId"]
+        stored = iam.get_policy_version(PolicyArn=arn, VersionId=version)["PolicyVersion"]["Document"]
+    except ClientError as exc:
+        if error_code(exc) in ("AccessDenied", "AccessDeniedException"):
+            raise ConfigError(f"may not read the permissions boundary {arn} (iam:GetPolicy)",
+                              hint="your IAM policy is older than this version: `xeoncluster policy` prints "
+                                   "the current one") from None
+        if error_code(exc) != "NoSuchEntity":
+            raise
+        error = ConfigError(f"the permissions boundary policy {BOUNDARY_NAME} does not exist in account {account}",
+                            hint=f"an administrator creates it once: {create_command(account)}")
+        if required:
+            raise error from None
+        return [f"warning: {error.message}; `up` would stop here"]
+    if _parsed(stored) != boundary_document(account):
+        return [f"warning: the permissions boundary {BOUNDARY_NAME} differs from what this version prints "
+                "(`xeoncluster policy --boundary`): the master's run agent may be refused"]
+    return []
+
+
+def _parsed(stored: Any) -> Any:
+    """boto3 decodes policy documents; some endpoints hand back the URL-encoded JSON text."""
+    if isinstance(stored, str):
+        return json.loads(unquote(stored))
+    return stored

@@ -1,0 +1,275 @@
+"""Instances: the run_instances request as a value, capacity fallback, and Node views from tags."""
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError, WaiterError
+
+from xeoncluster.errors import ProviderError
+from xeoncluster.providers.aws.clients import (
+    TAG_INDEX_BASE,
+    call_retrying,
+    chunks,
+    cluster_filter,
+    cluster_tags,
+    error_code,
+    error_text,
+    is_capacity_error,
+    paginate,
+    provider_error,
+    tag_specs,
+    tags_of,
+)
+from xeoncluster.providers.base import TAG_ROLE, Node
+
+LIVE_STATES = ["pending", "running", "stopping", "stopped"]
+KMS_HINT = ("if EBS encryption uses a customer-managed default KMS key, allow kms:CreateGrant, kms:Decrypt, "
+            "kms:GenerateDataKeyWithoutPlaintext, kms:ReEncrypt* and kms:DescribeKey on it (docs/aws.md)")
+CLIENT_DEATH_HINTS = {
+    "Client.InternalError": KMS_HINT,
+    "Client.VolumeLimitExceeded": "request a higher EBS storage quota, or use fewer nodes or a smaller root_volume_gib",
+    "Client.InstanceInitiatedShutdown": "the image shut the node down at boot; check the image "
+                                        "(image: in cluster.yaml)",
+    "Client.InvalidSnapshot.NotFound": "the image's snapshot is gone; remove the image (`xeoncluster images rm`) "
+                                       "to re-bake it",
+}
+
+
+@dataclass(frozen=True)
+class Attempt:
+    instance_type: str
+    zone: str
+    market: str
+
+    def __str__(self) -> str:
+        return f"{self.instance_type} {self.market} in {self.zone}"
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything about a launch except where and what it lands on (the Attempt)."""
+
+    cluster: str
+    role: str
+    count: int
+    first_index: int
+    image_id: str
+    root_device: str
+    root_gib: int
+    key_name: str
+    security_group_id: str
+    subnets: dict[str, str]
+    placement_group: str | None
+    public_ip: bool
+    owner: str  # the UserId of who made the cluster (the run agent launches for that user too)
+    instance_profile: str | None = None  # the master's: its run agent acts on the cluster with it
+
+
+@dataclass(frozen=True)
+class Launched:
+    attempt: Attempt
+    instance_ids: tuple[str, ...]
+    failures: tuple[str, ...]
+
+
+def node_name(index: int) -> str:
+    return f"node{index}"
+
+
+def instance_name(spec: LaunchSpec) -> str:
+    last = spec.first_index + spec.count - 1
+    suffix = node_name(spec.first_index) if spec.count == 1 else f"nodes{spec.first_index}-{last}"
+    return f"{spec.cluster}-{suffix}"
+
+
+def run_request(spec: LaunchSpec, attempt: Attempt, client_token: str) -> dict[str, Any]:
+    """The run_instances arguments for one attempt: a value that plan and tests can inspect."""
+    # One tag set for all instances keeps launch at one mutating call; each node's name is
+    # index-base + AmiLaunchIndex, read back by nodes().
+    tags = cluster_tags(spec.cluster, spec.role, spec.owner,
+                        **{TAG_INDEX_BASE: str(spec.first_index), "Name": instance_name(spec)})
+    kinds = ["instance", "volume"] + (["spot-instances-request"] if attempt.market == "spot" else [])
+    request: dict[str, Any] = {
+        "ImageId": spec.image_id, "InstanceType": attempt.instance_type,
+        "MinCount": spec.count, "MaxCount": spec.count, "KeyName": spec.key_name,
+        "ClientToken": client_token,
+        "NetworkInterfaces": [{"DeviceIndex": 0, "SubnetId": spec.subnets[attempt.zone],
+                               "Groups": [spec.security_group_id], "DeleteOnTermination": True,
+                               "AssociatePublicIpAddress": spec.public_ip}],
+        "MetadataOptions": {"HttpTokens": "required", "HttpEndpoint": "enabled", "HttpPutResponseHopLimit": 1},
+        "BlockDeviceMappings": [{"DeviceName": spec.root_device, "Ebs": {
+            "VolumeSize": spec.root_gib, "VolumeType": "gp3", "Encrypted": True, "DeleteOnTermination": True}}],
+        "InstanceInitiatedShutdownBehavior": "terminate",
+        "TagSpecifications": tag_specs(tags, *kinds),
+    }
+    if spec.placement_group:
+        request["Placement"] = {"GroupName": spec.placement_group}
+    if spec.instance_profile:
+        request["IamInstanceProfile"] = {"Name": spec.instance_profile}
+    if attempt.market == "spot":
+        request["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": {
+            "SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}}
+    return request
+
+
+def near_zones(zones_by_type: Mapping[str, tuple[str, ...]], near: Node | None,
+               same_zone: bool) -> dict[str, list[str]]:
+    """Zones to try per type: the `near` node's zone first (DDP traffic stays in one zone), or only it
+    when a placement group binds the cluster to that zone."""
+    wanted = near.zone if near is not None else None
+    result = {}
+    for itype, zones in zones_by_type.items():
+        ordered = sorted(zones, key=lambda z: z != wanted)
+        result[itype] = [z for z in ordered if z == wanted] if wanted and same_zone else ordered
+    return result
+
+
+def plan_attempts(instance_types: list[str], zones_by_type: dict[str, list[str]], market: str,
+                  on_demand_fallback: bool) -> list[Attempt]:
+    """Next zone, then next type, then (spot only, if allowed) the same again on demand."""
+    markets = [market] + (["on-demand"] if market == "spot" and on_demand_fallback else [])
+    return [Attempt(t, z, m) for m in markets for t in instance_types for z in zones_by_type.get(t, [])]
+
+
+def launch_with_fallback(ec2: Any, spec: LaunchSpec, attempts: list[Attempt], wait: dict[str, int],
+                         events: Callable[[str], None], run_client: Any = None,
+                         sleep: Callable[[float], None] = time.sleep, required_zone: str | None = None) -> Launched:
+    """One run_instances per attempt. `run_client` should have botocore retries off (capacity errors
+    come as HTTP 500, which botocore would retry in the same zone); throttling is retried here."""
+    failures: list[str] = []
+    for attempt in attempts:
+        try:
+            ids = _run_once(ec2, run_client or ec2, spec, attempt, wait, sleep, events)
+        except _CapacityFailure as failure:
+            failures.append(f"{attempt} ({failure})")
+            events(f"{spec.role}: {attempt} unavailable ({failure}); trying the next option")
+            continue
+        reason = f" after {'; '.join(failures)}" if failures else ""
+        events(f"launched {spec.count} {spec.role} node(s) as {attempt}{reason}")
+        return Launched(attempt, tuple(ids), tuple(failures))
+    tried = "; ".join(failures) if failures else "no zone offers the requested instance types"
+    if required_zone:
+        raise ProviderError(f"could not launch {spec.count} {spec.role} node(s) in {required_zone}, the zone the "
+                            f"cluster's placement group is bound to: {tried}",
+                            hint="retry later, add instance types, or set placement_group: false")
+    hint = "add instance types or zones" + (", or set on_demand_fallback: true"
+                                             if attempts and attempts[0].market == "spot" else "")
+    raise ProviderError(f"could not launch {spec.count} {spec.role} node(s): {tried}", hint=hint)
+
+
+class _CapacityFailure(Exception):
+    pass
+
+
+def _run_once(ec2: Any, run_client: Any, spec: LaunchSpec, attempt: Attempt, wait: dict[str, int],
+              sleep: Callable[[float], None], events: Callable[[str], None]) -> list[str]:
+    # The client token makes retries of this call idempotent: a retry after a lost reply returns the
+    # same reservation instead of launching a second fleet.
+    request = run_request(spec, attempt, client_token=uuid.uuid4().hex)
+    try:
+        reply = call_retrying(lambda: run_client.run_instances(**request), sleep,
+                              on_retry=lambda why: events(f"{spec.role}: run_instances in {attempt.zone}: {why}"))
+    except ClientError as exc:
+        if is_capacity_error(exc):
+            raise _CapacityFailure(error_text(exc)) from exc
+        raise provider_error(f"launching {spec.count} {spec.role} node(s) as {attempt}", exc) from exc
+    except BotoCoreError as exc:
+        raise provider_error(f"launching {spec.count} {spec.role} node(s) as {attempt}", exc) from exc
+    ids = [i["InstanceId"] for i in reply["Instances"]]
+    try:
+        ec2.get_waiter("instance_running").wait(InstanceIds=ids, WaiterConfig=wait)
+    except WaiterError as exc:
+        terminate_now(ec2, ids)
+        reason = state_reason(exc.last_response or {})
+        if reason.code.startswith("Client."):
+            raise ProviderError(f"{spec.count} {spec.role} node(s) stopped before running ({attempt}): {reason}",
+                                hint=CLIENT_DEATH_HINTS.get(reason.code)) from exc
+        raise _CapacityFailure(f"instances did not reach running: {reason}") from exc
+    except BaseException:
+        terminate_now(ec2, ids)
+        raise
+    return ids
+
+
+@dataclass(frozen=True)
+class StateReason:
+    """Why EC2 stopped an instance: Server.* codes are EC2's side (another zone or type may work),
+    Client.* codes are the account's or request's (every attempt would die the same way)."""
+
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        if not self.code:
+            return self.message
+        return self.message if self.message.startswith(self.code) else f"{self.code}: {self.message}".rstrip(": ")
+
+
+def state_reason(response: dict[str, Any]) -> StateReason:
+    for reservation in response.get("Reservations", []):
+        for inst in reservation.get("Instances", []):
+            if inst.get("State", {}).get("Name") != "running":
+                raw = inst.get("StateReason", {})
+                return StateReason(str(raw.get("Code", "")), str(raw.get("Message") or inst["State"]["Name"]))
+    return StateReason("", "unknown")
+
+
+def terminate_now(ec2: Any, ids: list[str]) -> None:
+    """Best effort: the caller is already failing; `terminate` by tag is the safety net."""
+    for batch in chunks(ids, 1000):
+        with contextlib.suppress(Exception):  # any error here would hide the caller's own
+            ec2.terminate_instances(InstanceIds=batch)
+
+
+def describe_instances(ec2: Any, *, ids: list[str] | None = None, cluster: str | None = None) -> list[dict[str, Any]]:
+    filters = [{"Name": "instance-state-name", "Values": LIVE_STATES}]
+    if cluster is not None:
+        filters += cluster_filter(cluster)
+    kwargs: dict[str, Any] = {"Filters": filters}
+    if ids is not None:
+        kwargs["InstanceIds"] = ids
+    reservations = paginate(ec2, "describe_instances", "Reservations", **kwargs)
+    return [i for r in reservations for i in r.get("Instances", [])]
+
+
+def to_node(raw: dict[str, Any], address: str) -> Node:
+    tags = tags_of(raw)
+    index = int(tags.get(TAG_INDEX_BASE, "0")) + int(raw.get("AmiLaunchIndex", 0))
+    private_ip = raw.get("PrivateIpAddress", "")
+    public_ip = raw.get("PublicIpAddress")
+    return Node(
+        name=node_name(index), id=raw["InstanceId"], private_ip=private_ip,
+        ssh_host=(public_ip or private_ip) if address == "public" else private_ip,
+        role=tags.get(TAG_ROLE, "worker"),
+        market="spot" if raw.get("InstanceLifecycle") == "spot" else "on-demand",
+        zone=raw.get("Placement", {}).get("AvailabilityZone"), instance_type=raw.get("InstanceType"),
+        state=raw.get("State", {}).get("Name", "unknown"),
+    )
+
+
+def node_index(node: Node) -> int:
+    return int(node.name.removeprefix("node"))
+
+
+SPOT_INTERRUPTION = "Server.SpotInstanceTermination"
+
+
+def loss_reason(ec2: Any, instance_id: str) -> str:
+    """Why an instance stopped running, in EC2's words; a spot interruption is named as such."""
+    try:
+        reservations = ec2.describe_instances(InstanceIds=[instance_id])["Reservations"]
+    except ClientError as exc:
+        if error_code(exc) == "InvalidInstanceID.NotFound":
+            return "gone (EC2 no longer knows the instance)"
+        raise
+    instance = reservations[0]["Instances"][0] if reservations and reservations[0]["Instances"] else {}
+    state = instance.get("State", {}).get("Name", "gone")
+    code = instance.get("StateReason", {}).get("Code", "")
+    if code == SPOT_INTERRUPTION:
+        return f"spot interruption ({code})"
+    return f"{state} ({code})" if code else state

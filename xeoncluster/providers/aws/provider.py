@@ -1,0 +1,348 @@
+"""The AWS EC2 provider: composes the stateless steps of the aws_* modules.
+
+Every resource carries xeoncluster:cluster=<name>; teardown finds them by that tag alone.
+Mutating EC2 calls per operation do not grow with the node count: one run_instances per
+launch attempt, and node names come from tags plus AmiLaunchIndex rather than per-node tags.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from xeoncluster.errors import ConfigError, ProviderError
+from xeoncluster.providers.aws import images as aws_images
+from xeoncluster.providers.aws import instances as aws_instances
+from xeoncluster.providers.aws import network as aws_network
+from xeoncluster.providers.aws import owner as aws_owner
+from xeoncluster.providers.aws import plan as aws_plan
+from xeoncluster.providers.aws import prepare as aws_prepare
+from xeoncluster.providers.aws import role as aws_role
+from xeoncluster.providers.aws import storage as aws_storage
+from xeoncluster.providers.aws import teardown as aws_teardown
+from xeoncluster.providers.aws import volumes as aws_volumes
+from xeoncluster.providers.aws.checkip import checkip_caller_ip
+from xeoncluster.providers.aws.clients import OPTIONAL_RETRIES, ApiCall, AwsClients, translated
+from xeoncluster.providers.aws.console import ConsoleWait, poll_host_keys
+from xeoncluster.providers.aws.instances import (
+    LaunchSpec,
+    describe_instances,
+    launch_with_fallback,
+    near_zones,
+    node_index,
+    plan_attempts,
+    terminate_now,
+    to_node,
+)
+from xeoncluster.providers.aws.preflight import resolve_ssh_cidr, run_preflight
+from xeoncluster.providers.aws.pricing import node_prices, quote
+from xeoncluster.providers.aws.spec import AWS
+from xeoncluster.providers.base import (
+    BaseImage,
+    Image,
+    Network,
+    Node,
+    PendingImage,
+    Placement,
+    PlannedResource,
+    Prepared,
+    PriceQuote,
+    Provider,
+    Removed,
+)
+from xeoncluster.storage.base import Storage, StorageLocation
+from xeoncluster.topology import CpuTopology
+
+if TYPE_CHECKING:
+    from xeoncluster.config import ClusterConfig
+
+
+class AwsProvider(Provider):
+    name = "aws"
+    notice_source = AWS.notices
+    bakes_in_background = True
+    launches_concurrently = True
+    agent_on_master = True
+    bake_root_gib = aws_images.BAKE_ROOT_GIB
+
+    def __init__(self, region: str, profile: str | None = None,
+                 events: Callable[[str], None] = lambda m: None,
+                 caller_ip: Callable[[], str] | None = None) -> None:
+        self.region = region
+        self.profile = profile
+        self.events = events
+        self.clients = AwsClients(region, profile)
+        self.identity = aws_owner.CallerIdentity(lambda: self.clients.client("sts").get_caller_identity())
+        self._caller_ip = caller_ip or checkip_caller_ip
+        self._resolved_cidrs: dict[str, str] = {}
+        # Waiter pacing and the sleep used between retries; tests shorten them.
+        self.instance_wait = {"Delay": 5, "MaxAttempts": 120}
+        self.image_wait = {"Delay": 15, "MaxAttempts": 160}
+        # How long the nodes of one launch are polled for host keys in their console output.
+        self.host_key_wait = {"Delay": 5, "MaxAttempts": 24}
+        self._console_wait: ConsoleWait | None = None
+        self.sleep: Callable[[float], None] = time.sleep
+
+    @property
+    def ec2(self) -> Any:
+        return self.clients.ec2
+
+    @property
+    def calls(self) -> list[ApiCall]:
+        return self.clients.calls
+
+    def ssh_cidr(self, cluster: ClusterConfig) -> str:
+        cidr = cluster.ssh.cidr
+        if cidr not in self._resolved_cidrs:
+            self._resolved_cidrs[cidr] = resolve_ssh_cidr(cidr, self._caller_ip)
+            if cidr == "auto":
+                self.events(f"ssh.cidr auto: your public address is {self._resolved_cidrs[cidr]}")
+        return self._resolved_cidrs[cidr]
+
+    # -- preflight -------------------------------------------------------------------------
+    def preflight(self, cluster: ClusterConfig, *, for_plan: bool = False) -> list[str]:
+        return run_preflight(self.clients, cluster, lambda: self.ssh_cidr(cluster), require_base_image=not for_plan)
+
+    # -- prepare: a pipeline of small named steps (aws_prepare.py) -----------------------------
+    def prepare(self, cluster: ClusterConfig, public_key: str) -> Prepared:
+        with translated(f"preparing cluster {cluster.name} in {self.region}"):
+            return aws_prepare.prepare(self.ec2, cluster, public_key, self.ssh_cidr(cluster), self.events,
+                                       self.owner())
+
+    def prepare_agent_access(self, cluster: ClusterConfig, network: Network | None, image_key: str | None,
+                             storage: StorageLocation | None) -> list[str]:
+        """The master's role and instance profile, scoped to this cluster and its storage (aws_role.py)."""
+        with translated(f"preparing the master's role for {cluster.name}"):
+            network = network or aws_prepare.find_network(self.ec2, cluster)
+            prefix = (storage.bucket, storage.cluster_key(cluster.name)) if storage and storage.bucket else None
+            scope = aws_role.RoleScope(
+                cluster.name, self.region, self.account_id(), str(network.security_group_id),
+                tuple(network.subnets.values()), self._base_image_id(cluster), image_key, prefix,
+                tuple(cluster.instance_types), self.owner())
+            result = aws_role.ensure_master_role(self.clients.client("iam"), scope)
+        self.events(f"role {result.name} for the master's run agent: {'created' if result.created else 'updated'}")
+        return [result.name] if result.created else []
+
+    def _master_profile(self, cluster: ClusterConfig) -> str | None:
+        """The master's instance profile, if `up` made one (a provider used on its own may not have)."""
+        name = aws_role.role_name(cluster.name, self.region)
+        return name if aws_role.profile_exists(self.clients.client("iam"), name) else None
+
+    def storage_location(self, cluster: ClusterConfig, url: str, default_folder: Path,
+                         create: bool) -> StorageLocation:
+        """`auto`: the account's bucket for this region (made once, locked down); `s3://BUCKET/PREFIX`:
+        used as it is, once checked. A folder is refused: the agent on the master could not reach it. The
+        bucket must be the caller's account's, which the location then carries (ExpectedBucketOwner)."""
+        account = self.account_id()
+        with translated(f"preparing the run storage {url}"):
+            return aws_storage.resolve(self.clients.client("s3"), url, account, self.region, create, self.events)
+
+    def open_storage(self, location: StorageLocation) -> Storage:
+        """A location recorded before it carried its owner is the caller's account's (a master's role is
+        in the same account as the user who made it)."""
+        owner = location.owner or self.account_id()
+        return aws_storage.S3Storage(self.clients.client("s3"), replace(location, owner=owner))
+
+    def account_id(self) -> str:
+        return self.identity.account()
+
+    def owner(self) -> str:
+        """The caller's UserId, every resource's owner tag (aws_owner.py); the run agent's: its user's."""
+        return self.identity.owner()
+
+    def act_for(self, owner: str | None) -> None:
+        self.identity.acting_for = owner
+
+    # -- images ----------------------------------------------------------------------------
+    def base_image(self, cluster: ClusterConfig) -> BaseImage:
+        """What the nodes start from: the given AMI, else Ubuntu 24.04 from SSM."""
+        if cluster.image.startswith("ami-"):
+            return BaseImage(cluster.image)
+        try:
+            with translated("reading the Ubuntu 24.04 image id from SSM"):
+                return BaseImage(aws_images.base_image_id(self.clients.client("ssm")))
+        except ConfigError:
+            return BaseImage(None, "SSM parameter missing")
+
+    def _base_image_id(self, cluster: ClusterConfig) -> str:
+        if cluster.image.startswith("ami-"):
+            return cluster.image
+        with translated("reading the Ubuntu 24.04 image id from SSM"):
+            return aws_images.base_image_id(self.clients.client("ssm"))
+
+    def find_image(self, key: str) -> Image | None:
+        with translated(f"looking up the image for key {key[:16]}"):
+            return aws_images.find_image(self.ec2, key)
+
+    def pending_image(self, key: str) -> PendingImage | None:
+        with translated(f"looking up images of key {key[:16]} still being baked"):
+            return aws_images.pending_image(self.ec2, key)
+
+    def wait_for_image(self, image_id: str, timeout: float) -> Image | None:
+        delay = self.image_wait["Delay"]
+        attempts = max(1, int(timeout // delay) if delay else self.image_wait["MaxAttempts"])
+        try:
+            with translated(f"waiting for image {image_id}"):
+                self.ec2.get_waiter("image_available").wait(
+                    ImageIds=[image_id], WaiterConfig={"Delay": delay, "MaxAttempts": attempts})
+        except ProviderError as exc:
+            self.events(f"image {image_id} is not usable yet ({exc.message})")
+            return None
+        return self.get_image(image_id)
+
+    def start_bake(self, cluster: ClusterConfig, node: Node, key: str,
+                   on_snapshot: Callable[[], None] | None = None, configure_seconds: float | None = None) -> str:
+        with translated(f"baking an image from {node.name} ({node.id})"):
+            image_id = aws_images.start_bake(self.ec2, cluster.name, node.id, key, self.owner(), configure_seconds)
+        if on_snapshot is not None:
+            on_snapshot()
+        self.events(f"image {image_id} is being baked from {node.name} in the background; later ups reuse it")
+        return image_id
+
+    def get_image(self, image_id: str) -> Image | None:
+        with translated(f"describing image {image_id}"):
+            raw = aws_images.describe_image(self.ec2, image_id)
+        return aws_images.to_image(raw) if raw else None
+
+    def bake(self, cluster: ClusterConfig, node: Node, key: str,
+             on_snapshot: Callable[[], None] | None = None) -> Image:
+        with translated(f"baking an image from {node.name} ({node.id})"):
+            image = aws_images.bake(self.ec2, cluster.name, node.id, key, self.owner(), self.image_wait, self.sleep,
+                                    on_snapshot)
+        self.events(f"baked image {image.id} from {node.name} for key {key[:16]}")
+        return image
+
+    def images(self) -> list[Image]:
+        with translated("listing images"):
+            return aws_images.own_images(self.ec2)
+
+    def remove_image(self, image_id: str) -> Removed:
+        with translated(f"removing image {image_id}"):
+            return aws_images.remove_image(self.ec2, image_id, self.sleep)
+
+    def purge_images(self, cluster: ClusterConfig) -> Removed:
+        with translated(f"removing the images of cluster {cluster.name}"):
+            return aws_images.purge_images(self.ec2, cluster.name, self.sleep)
+
+    # -- instances -------------------------------------------------------------------------
+    def launch(self, cluster: ClusterConfig, count: int, image: Image | None, role: str, first_index: int,
+               network: Network | None = None, near: Node | None = None, root_gib: int | None = None,
+               base: str | None = None) -> list[Node]:
+        if count <= 0:
+            return []
+        self._console_wait = None  # new nodes: a new wait for their host keys
+        doing = f"launching {count} {role} node(s) for {cluster.name}"
+        with translated(doing):
+            network = network or aws_prepare.find_network(self.ec2, cluster)
+            spec = self._launch_spec(cluster, network, count, image, role, first_index, base)
+            if root_gib is not None:
+                spec = replace(spec, root_gib=root_gib)
+        market = cluster.effective_master_market if role == "master" else cluster.market
+        zones_by_type = near_zones(network.zones_by_type, near, cluster.placement_group)
+        attempts = plan_attempts(cluster.instance_types, zones_by_type, market, cluster.on_demand_fallback)
+        launched = launch_with_fallback(self.ec2, spec, attempts, self.instance_wait, self.events,
+                                        run_client=self.clients.ec2_no_retries, sleep=self.sleep,
+                                        required_zone=near.zone if near and cluster.placement_group else None)
+        if near is not None and near.zone and launched.attempt.zone != near.zone:
+            self.events(f"warning: {role}s run in {launched.attempt.zone}, not in {near.name}'s zone {near.zone} "
+                        "(no capacity there): DDP traffic crosses zones, with more latency and a per-GB charge")
+        ids = list(launched.instance_ids)
+        try:
+            with translated(doing):
+                raws = describe_instances(self.ec2, ids=ids)
+        except BaseException:
+            terminate_now(self.ec2, ids)
+            raise
+        return sorted((to_node(r, cluster.ssh.address) for r in raws), key=node_index)
+
+    def _launch_spec(self, cluster: ClusterConfig, network: Network, count: int, image: Image | None,
+                     role: str, first_index: int, base: str | None = None) -> LaunchSpec:
+        image_id = image.id if image is not None else base or self._base_image_id(cluster)
+        raw_image = aws_images.describe_image(self.ec2, image_id)
+        if raw_image is None:
+            raise ProviderError(f"image {image_id} not found in {self.region}")
+        return LaunchSpec(
+            cluster=cluster.name, role=role, count=count, first_index=first_index, image_id=image_id,
+            root_device=raw_image.get("RootDeviceName", "/dev/sda1"), root_gib=cluster.root_volume_gib,
+            key_name=aws_network.resource_name(cluster.name), security_group_id=str(network.security_group_id),
+            subnets=dict(network.subnets), owner=self.owner(),
+            placement_group=aws_network.resource_name(cluster.name) if cluster.placement_group else None,
+            instance_profile=self._master_profile(cluster) if role == "master" else None,
+            # Whatever address SSH uses, nodes need a way out to apt, PyPI and the Hugging Face hub;
+            # in a default VPC that is a public IP (preflight checks the subnets' default route).
+            public_ip=True)
+
+    def remove_node(self, cluster: ClusterConfig, node: Node) -> Removed:
+        with translated(f"terminating {node.name} ({node.id})"):
+            gone = aws_teardown.terminate_if_present(self.ec2, node.id, self.instance_wait)
+        return Removed({"instances": [node.id] if gone else []})
+
+    def loss_reason(self, cluster: ClusterConfig, node: Node) -> str:
+        """EC2's own account of the instance: e.g. a spot interruption (Server.SpotInstanceTermination)."""
+        with translated(f"describing {node.name} ({node.id})"):
+            return aws_instances.loss_reason(self.ec2, node.id)
+
+    def grow_root(self, cluster: ClusterConfig, node: Node, gib: int) -> bool:
+        with translated(f"growing the root volume of {node.name} ({node.id}) to {gib} GiB"):
+            volume_id, size = aws_volumes.root_volume(self.ec2, node.id)
+            if size < gib:
+                aws_volumes.grow_volume(self.ec2, volume_id, gib, self.instance_wait, self.sleep)
+        self.events(f"root volume of {node.name} grown from {size} to {gib} GiB" if size < gib
+                    else f"root volume of {node.name} is already {size} GiB")
+        return True
+
+    def nodes(self, cluster: ClusterConfig, priced: bool = True) -> list[Node]:
+        """The cluster's live instances, from tags, each with its estimated $/hour."""
+        with translated(f"listing the nodes of {cluster.name}"):
+            raws = describe_instances(self.ec2, cluster=cluster.name)
+        nodes = sorted((to_node(r, cluster.ssh.address) for r in raws), key=node_index)
+        return node_prices(self.ec2, self._pricing(), nodes, self.region) if nodes and priced else nodes
+
+    def host_keys(self, node: Node) -> list[str]:
+        if self._console_wait is None:
+            self._console_wait = ConsoleWait.from_config(self.host_key_wait)
+        found = poll_host_keys(self.ec2, node.id, self._console_wait, self.sleep)
+        if found.keys:
+            self.events(f"host key of {node.name} from the console output")
+        elif found.error:
+            self.events(f"host key of {node.name}: console output unreadable ({found.error}); trusting on first use")
+        else:
+            self.events(f"host key of {node.name} not in the console output after "
+                        f"{self._console_wait.waited:g}s; trusting on first use")
+        return found.keys
+
+    # -- teardown --------------------------------------------------------------------------
+    def terminate(self, cluster: ClusterConfig) -> Removed:
+        try:
+            with translated(f"tearing down {cluster.name} in {self.region}"):
+                removed = aws_teardown.remove_all(self.ec2, self.clients.client("iam"), cluster.name, self.region,
+                                                  self.instance_wait, self.sleep, self.events)
+        except ProviderError as exc:
+            raise aws_owner.not_yours(self.ec2, cluster.name, self.owner(), exc) from exc.__cause__
+        counts = ", ".join(f"{len(v)} {k}" for k, v in removed.items.items() if v) or "nothing"
+        self.events(f"terminate {cluster.name}: removed {counts}")
+        return removed
+
+    # -- prices and plan (read-only) -------------------------------------------------------
+    def _pricing(self) -> Any:
+        return self.clients.client("pricing", region="us-east-1", retries=OPTIONAL_RETRIES)
+
+    def prices(self, cluster: ClusterConfig) -> dict[str, PriceQuote]:
+        with translated("reading prices"):
+            return quote(self.ec2, self._pricing(), cluster.instance_types, self.region)
+
+    def placement(self, cluster: ClusterConfig) -> Placement:
+        return Placement(cluster.region, cluster.instance_types[0], cluster.effective_master_market, cluster.market)
+
+    def plan_notes(self, cluster: ClusterConfig) -> tuple[str, ...]:
+        return aws_plan.plan_notes(cluster)
+
+    def machine_topology(self, instance_type: str) -> CpuTopology:
+        return aws_plan.machine_topology(instance_type)
+
+    def planned_resources(self, cluster: ClusterConfig) -> list[PlannedResource]:
+        with translated(f"planning {cluster.name} in {self.region}"):
+            return aws_plan.planned_resources(self.ec2, self.clients.client("iam"), cluster, self.ssh_cidr(cluster),
+                                              self.region)

@@ -1,0 +1,184 @@
+"""The master's IAM role: what the run agent on node0 may do, and nothing more.
+
+The agent replaces lost workers and removes an idle cluster with these credentials, which EC2's
+instance metadata hands to the master alone; no credential ever leaves the user's machine. Every
+permission is scoped to this cluster: instances it launches must carry the cluster's tag (and only
+the tool's tag keys), be of the cluster's instance types and use the cluster's own security group,
+subnets and images; it may terminate or read the console of only instances that already carry the
+tag, and tags nothing after launch. What it launches carries the owner tag of the user who made the
+cluster (aws_owner.py), so that user may remove it, and no other user may. Storage access is limited
+to the cluster's own prefix. The role carries the account's permissions boundary (aws_boundary.py),
+the most any role of the tool may do.
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from xeoncluster.providers.aws.boundary import boundary_arn
+from xeoncluster.providers.aws.clients import TAG_INDEX_BASE, error_code
+from xeoncluster.providers.aws.iam_doc import Document, allow, document
+from xeoncluster.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY, TAG_OWNER, TAG_ROLE
+
+# Describe calls and the price list have no resource-level permissions.
+READ_ACTIONS = (
+    "ec2:DescribeInstances", "ec2:DescribeImages", "ec2:DescribeSubnets", "ec2:DescribeVpcs",
+    "ec2:DescribeSecurityGroups", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes",
+    "ec2:DescribeAvailabilityZones", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSpotInstanceRequests",
+    "ec2:DescribePlacementGroups", "pricing:GetProducts",
+)
+CREATED_BY_LAUNCH = ("instance", "volume", "spot-instances-request")
+# Every tag key a launch sets (aws_instances.run_request): the role may set these and no other.
+LAUNCH_TAG_KEYS = (TAG_CLUSTER, TAG_ROLE, TAG_OWNER, TAG_INDEX_BASE, "Name")
+TRUST = {"Version": "2012-10-17", "Statement": [{
+    "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}
+POLICY_NAME = "xeoncluster-agent"
+
+
+@dataclass(frozen=True)
+class RoleScope:
+    """What the master's role is scoped to: this cluster's tag, network, images and storage prefix."""
+
+    cluster: str
+    region: str
+    account: str
+    security_group_id: str
+    subnet_ids: tuple[str, ...]
+    base_image: str | None       # the AMI nodes start from before any bake
+    image_key: str | None        # images of this key (baked by any cluster) serve this cluster
+    storage: tuple[str, str] | None = None  # (bucket, prefix) on S3
+    instance_types: tuple[str, ...] = ()     # the only types it may launch (none: it may launch nothing)
+    owner: str | None = None                 # the UserId its launches must be tagged with (who made the cluster)
+
+    def arn(self, kind: str, name: str) -> str:
+        owner = "" if kind == "image" else self.account
+        return f"arn:aws:ec2:{self.region}:{owner}:{kind}/{name}"
+
+
+def role_name(cluster: str, region: str) -> str:
+    """IAM names are global to the account; clusters of one name may exist in several regions."""
+    return f"xeoncluster-{cluster}-{region}"
+
+
+def master_policy(scope: RoleScope) -> Document:
+    own_tag = {f"aws:RequestTag/{TAG_CLUSTER}": scope.cluster,
+               **({f"aws:RequestTag/{TAG_OWNER}": scope.owner} if scope.owner is not None else {})}
+    tool_keys = {"ForAllValues:StringEquals": {"aws:TagKeys": list(LAUNCH_TAG_KEYS)}}
+    owned = {"StringEquals": {f"ec2:ResourceTag/{TAG_CLUSTER}": scope.cluster}}
+    subnets = [scope.arn("subnet", s) for s in scope.subnet_ids]
+    used = ([scope.arn("security-group", scope.security_group_id)] + subnets
+            + [scope.arn("key-pair", f"xeoncluster-{scope.cluster}"),
+               scope.arn("placement-group", f"xeoncluster-{scope.cluster}")]
+            + ([scope.arn("image", scope.base_image)] if scope.base_image else []))
+    statements: list[Document] = [
+        allow("Read", list(READ_ACTIONS), "*"),
+        allow("LaunchConfiguredTypes", ["ec2:RunInstances"], [scope.arn("instance", "*")],
+              {"StringEquals": {**own_tag, "ec2:InstanceType": list(scope.instance_types)}, **tool_keys}),
+        allow("LaunchTagged", ["ec2:RunInstances"], [scope.arn(k, "*") for k in CREATED_BY_LAUNCH[1:]],
+              {"StringEquals": own_tag, **tool_keys}),
+        allow("LaunchInterfaceInOwnSubnets", ["ec2:RunInstances"], [scope.arn("network-interface", "*")],
+              {"ArnEquals": {"ec2:Subnet": subnets}}),
+        allow("LaunchWithOwnNetwork", ["ec2:RunInstances"], used),
+        allow("TagOnLaunchOnly", ["ec2:CreateTags"], [scope.arn(k, "*") for k in CREATED_BY_LAUNCH],
+              {"StringEquals": {"ec2:CreateAction": "RunInstances", **own_tag}, **tool_keys}),
+        allow("OwnInstancesOnly", ["ec2:TerminateInstances", "ec2:GetConsoleOutput"], [scope.arn("instance", "*")],
+              owned),
+    ]
+    if scope.image_key:
+        statements.append(allow("LaunchFromOwnImages", ["ec2:RunInstances"], [scope.arn("image", "*")],
+                                {"StringEquals": {f"ec2:ResourceTag/{TAG_IMAGE_KEY}": scope.image_key}}))
+    if scope.storage is not None:
+        statements += _storage_statements(*scope.storage)
+    return document(statements)
+
+
+def _storage_statements(bucket: str, prefix: str) -> list[Document]:
+    below = f"{prefix.rstrip('/')}/*" if prefix else "*"
+    return [
+        allow("OwnStorageObjects", ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+              f"arn:aws:s3:::{bucket}/{below}"),
+        allow("OwnStorageListing", ["s3:ListBucket"], f"arn:aws:s3:::{bucket}",
+              {"StringLike": {"s3:prefix": [below, prefix.rstrip("/")]}}),
+    ]
+
+
+@dataclass(frozen=True)
+class RoleResult:
+    name: str
+    created: bool
+
+
+def ensure_master_role(iam: Any, scope: RoleScope) -> RoleResult:
+    """The role, its policy and an instance profile of the same name; idempotent. The policy is
+    written every time: the scope (images, subnets) can change from one `up` to the next. The role
+    carries the permissions boundary; one made before there was a boundary gets it first (the
+    user's policy allows PutRolePolicy only on roles that carry it)."""
+    name = role_name(scope.cluster, scope.region)
+    tags = [{"Key": TAG_CLUSTER, "Value": scope.cluster}] + (
+        [{"Key": TAG_OWNER, "Value": scope.owner}] if scope.owner is not None else [])
+    boundary = boundary_arn(scope.account)
+    created = _create_if_missing(lambda: iam.create_role(
+        RoleName=name, AssumeRolePolicyDocument=json.dumps(TRUST), Tags=tags, PermissionsBoundary=boundary,
+        Description=f"xeoncluster {scope.cluster}: the master's run agent (recovery, idle removal)"))
+    if not created:
+        _ensure_boundary(iam, name, boundary)
+    iam.put_role_policy(RoleName=name, PolicyName=POLICY_NAME, PolicyDocument=json.dumps(master_policy(scope)))
+    _create_if_missing(lambda: iam.create_instance_profile(InstanceProfileName=name, Tags=tags))
+    profile = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
+    if not any(role["RoleName"] == name for role in profile.get("Roles", [])):
+        iam.add_role_to_instance_profile(InstanceProfileName=name, RoleName=name)
+    return RoleResult(name, created)
+
+
+def _ensure_boundary(iam: Any, name: str, boundary: str) -> None:
+    current = iam.get_role(RoleName=name)["Role"].get("PermissionsBoundary", {}).get("PermissionsBoundaryArn")
+    if current != boundary:
+        iam.put_role_permissions_boundary(RoleName=name, PermissionsBoundary=boundary)
+
+
+def _create_if_missing(create: Callable[[], Any]) -> bool:
+    try:
+        create()
+    except ClientError as exc:
+        if error_code(exc) == "EntityAlreadyExists":
+            return False
+        raise
+    return True
+
+
+def delete_master_role(iam: Any, cluster: str, region: str) -> list[str]:
+    """Remove the profile and the role; idempotent. Returns the names removed."""
+    name = role_name(cluster, region)
+    removed = []
+    try:
+        profile = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
+        for role in profile.get("Roles", []):
+            iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=role["RoleName"])
+        iam.delete_instance_profile(InstanceProfileName=name)
+        removed.append(f"instance-profile/{name}")
+    except ClientError as exc:
+        if error_code(exc) != "NoSuchEntity":
+            raise
+    try:
+        for policy in iam.list_role_policies(RoleName=name)["PolicyNames"]:
+            iam.delete_role_policy(RoleName=name, PolicyName=policy)
+        iam.delete_role(RoleName=name)
+        removed.append(f"role/{name}")
+    except ClientError as exc:
+        if error_code(exc) != "NoSuchEntity":
+            raise
+    return removed
+
+
+def profile_exists(iam: Any, name: str) -> bool:
+    try:
+        iam.get_instance_profile(InstanceProfileName=name)
+    except ClientError as exc:
+        if error_code(exc) == "NoSuchEntity":
+            return False
+        raise
+    return True

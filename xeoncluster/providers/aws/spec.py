@@ -1,0 +1,79 @@
+"""The AWS provider's declaration: AMI ids, regions, instance types, VPC ids, the login user, the
+region default and the interruption source (EC2's instance metadata)."""
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from xeoncluster.providers.spec import ProviderSpec
+
+if TYPE_CHECKING:
+    from xeoncluster.config import ClusterConfig
+    from xeoncluster.providers.base import Provider
+
+INSTANCE_TYPE = re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9-]+")
+REGION = re.compile(r"[a-z]{2}(-gov)?-[a-z]+-\d")
+VPC_ID = re.compile(r"vpc-[0-9a-f]{8,17}")
+
+
+def check_region(value: str | None) -> str | None:
+    if value is not None and not REGION.fullmatch(value):
+        raise ValueError("must be an AWS region such as us-east-1")
+    return value
+
+
+def check_instance_types(value: list[str]) -> list[str]:
+    for item in value:
+        if not INSTANCE_TYPE.fullmatch(item):
+            raise ValueError(f"'{item}' is not an instance type such as c7i.2xlarge")
+    return value
+
+
+def check_vpc_id(value: str | None) -> str | None:
+    if value is not None and not VPC_ID.fullmatch(value):
+        raise ValueError(f"must match {VPC_ID.pattern}")
+    return value
+
+
+def default_region(profile: str | None) -> str:
+    """What the AWS CLI would use: AWS_REGION, then AWS_DEFAULT_REGION or the profile's region, then us-east-1.
+
+    botocore itself reads only AWS_DEFAULT_REGION, so AWS_REGION is looked at here."""
+    import botocore.exceptions
+    import botocore.session
+
+    if os.environ.get("AWS_REGION"):
+        return os.environ["AWS_REGION"]
+    try:
+        region = botocore.session.Session(profile=profile).get_config_variable("region")
+    except botocore.exceptions.BotoCoreError:
+        region = None  # a missing profile is reported by the preflight, with its own hint
+    return str(region or "us-east-1")
+
+
+def complete(config: ClusterConfig) -> None:
+    if config.region is None:
+        object.__setattr__(config, "region", default_region(config.profile))
+
+
+def make(config: ClusterConfig, events: Callable[[str], None]) -> Provider:
+    from xeoncluster.providers.aws.provider import AwsProvider
+
+    return AwsProvider(region=config.region or "us-east-1", profile=config.profile, events=events)
+
+
+AWS = ProviderSpec(
+    name="aws",
+    image_id=re.compile(r"ami-[0-9a-f]{8,17}"),
+    image_id_text="an AMI id (ami-...)",
+    default_user="ubuntu",
+    instance_id=re.compile(r"i-[0-9a-f]{8,17}"),
+    notices="aws-imds",
+    field_checks={"region": check_region, "instance_types": check_instance_types, "vpc_id": check_vpc_id},
+    complete=complete,
+    factory="xeoncluster.providers.aws.spec:make",
+    up_minutes=15.0,  # a first bake of a 100 GiB root volume, and the nodes' boots
+    access_documents="xeoncluster.providers.aws.access:access_documents",
+)

@@ -1,0 +1,179 @@
+"""S3 as run storage: the account's default bucket (made once, locked down), a bucket the user names
+(used as it is, after checking it is the account's and in the cluster's region), and the objects in it.
+Whose a bucket is, and the lock-down, are aws_bucket.py's."""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from boto3.s3.transfer import TransferConfig
+from botocore.exceptions import ClientError
+
+from xeoncluster.errors import ConfigError
+from xeoncluster.providers.aws import bucket as aws_bucket
+from xeoncluster.providers.aws.clients import error_code
+from xeoncluster.storage.base import StorageLocation, StoredObject
+
+TAG_STORAGE = "xeoncluster:storage"
+# Multipart uploads that never finish (an agent that died mid-upload) are billed until aborted.
+ABORT_INCOMPLETE_AFTER_DAYS = 7
+TRANSFER = TransferConfig(multipart_threshold=64 * 2**20, multipart_chunksize=64 * 2**20, max_concurrency=4)
+
+
+def auto_bucket(account: str, region: str) -> str:
+    return f"xeoncluster-{account}-{region}"
+
+
+def parse_s3_url(url: str) -> StorageLocation:
+    bucket, _, prefix = url.removeprefix("s3://").partition("/")
+    if not url.startswith("s3://") or not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", bucket):
+        raise ConfigError(f"storage: {url!r} is not an S3 location such as s3://my-bucket/runs",
+                          hint="bucket names are 3-63 lowercase letters, digits, '-' and '.'; or use storage: auto")
+    return StorageLocation(url=url.rstrip("/"), bucket=bucket, prefix=prefix.strip("/"))
+
+
+def resolve(s3: Any, url: str, account: str, region: str, create: bool,
+            report: Callable[[str], None]) -> StorageLocation:
+    """`auto`: the account's bucket for the region (made if `create`); `s3://BUCKET/PREFIX`: checked.
+    Either must belong to `account`, which then goes with every request to it."""
+    if url == "auto":
+        bucket = auto_bucket(account, region)
+        ensure_auto_bucket(s3, bucket, region, account, create, report)
+        return StorageLocation(url=f"s3://{bucket}", bucket=bucket, owner=account)
+    if not url.startswith("s3://"):
+        raise ConfigError(f"storage: {url!r}: on AWS, runs are kept in S3", hint="storage: auto, or s3://BUCKET/PREFIX")
+    location = replace(parse_s3_url(url), owner=account)
+    check_named_bucket(s3, location.bucket, region, account, create, report)
+    return location
+
+
+def ensure_auto_bucket(s3: Any, bucket: str, region: str, owner: str, create: bool,
+                       report: Callable[[str], None]) -> None:
+    """The account's bucket for this region: ours (another account's is refused), locked down, incomplete
+    uploads aborted, tagged. With `create`: made when missing, and what it lacks of the lock-down put back."""
+    if aws_bucket.owned(s3, bucket, owner, auto=True):
+        missing = aws_bucket.lacking(s3, bucket, owner) if create else []
+        if missing:
+            aws_bucket.lock_down(s3, bucket, owner, missing)
+            report(f"storage: bucket {bucket} lacked {', '.join(missing)}; fixed")
+        return
+    if not create:
+        return
+    settings = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+    try:
+        s3.create_bucket(Bucket=bucket, **settings)
+    except ClientError as exc:
+        if error_code(exc) == "BucketAlreadyExists":  # another account made it since the check
+            raise aws_bucket.not_ours(bucket, owner, auto=True) from None
+        if error_code(exc) != "BucketAlreadyOwnedByYou":
+            raise _bucket_error(bucket, exc) from None
+    aws_bucket.lock_down(s3, bucket, owner)
+    s3.put_bucket_lifecycle_configuration(Bucket=bucket, ExpectedBucketOwner=owner, LifecycleConfiguration={"Rules": [{
+        "ID": "xeoncluster-abort-incomplete-uploads", "Status": "Enabled", "Filter": {"Prefix": ""},
+        "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": ABORT_INCOMPLETE_AFTER_DAYS}}]})
+    s3.put_bucket_tagging(Bucket=bucket, ExpectedBucketOwner=owner,
+                          Tagging={"TagSet": [{"Key": TAG_STORAGE, "Value": "runs"}]})
+
+
+def check_named_bucket(s3: Any, bucket: str, region: str, owner: str, create: bool,
+                       report: Callable[[str], None]) -> None:
+    """A bucket the user names is used as it is: it must exist, be the account's, and be in the region.
+    We change nothing on it; on `create` (up, train) a missing TLS-only policy is one warning line."""
+    if not aws_bucket.owned(s3, bucket, owner, auto=False):
+        raise ConfigError(f"storage: bucket {bucket} does not exist", hint="create it first, or use storage: auto")
+    try:
+        found = s3.get_bucket_location(Bucket=bucket, ExpectedBucketOwner=owner)
+        where = found.get("LocationConstraint") or "us-east-1"
+    except ClientError as exc:
+        raise _bucket_error(bucket, exc) from None
+    if where != region:
+        raise ConfigError(f"storage: bucket {bucket} is in {where}, the cluster in {region}",
+                          hint=f"use a bucket in {region} (traffic between regions is slow and billed), "
+                               "or storage: auto")
+    if create and _lacks_tls_only_policy(s3, bucket, owner):
+        report(f"storage: warning: bucket {bucket} does not deny requests without TLS (no aws:SecureTransport "
+               "statement in its policy); docs/runs.md shows the one to add")
+
+
+def _lacks_tls_only_policy(s3: Any, bucket: str, owner: str) -> bool:
+    """False when the policy cannot be read: a policy of the user's may not grant s3:GetBucketPolicy."""
+    try:
+        return not aws_bucket.has_tls_only_policy(s3, bucket, owner)
+    except ClientError as exc:
+        if error_code(exc) in aws_bucket.DENIED:
+            return False
+        raise
+
+
+def _bucket_error(bucket: str, exc: ClientError) -> ConfigError:
+    code = error_code(exc)
+    if code in aws_bucket.DENIED:
+        return ConfigError(f"storage: no access to bucket {bucket} (someone else's, or your policy lacks it)",
+                           hint="name a bucket you own, or use storage: auto")
+    if code in aws_bucket.MISSING:
+        return ConfigError(f"storage: bucket {bucket} does not exist", hint="create it first, or use storage: auto")
+    if code == "BucketAlreadyExists":
+        return ConfigError(f"storage: the bucket name {bucket} belongs to another account",
+                           hint="name a bucket of your own: storage: s3://BUCKET/PREFIX")
+    return ConfigError(f"storage: bucket {bucket}: {code}: {exc}")
+
+
+class S3Storage:
+    """Every request names the account that must own the bucket (ExpectedBucketOwner): S3 refuses it
+    (403) when the bucket is anyone else's, so nothing is ever written to, or read from, a stranger's."""
+
+    def __init__(self, s3: Any, location: StorageLocation) -> None:
+        if not location.owner:
+            raise ValueError(f"S3 storage {location.url} without the account that must own it")
+        self.s3, self.location, self.owner = s3, location, location.owner
+        self.expect = {"ExpectedBucketOwner": location.owner}
+        # s3transfer aborts a failed multipart upload itself, without the transfer's ExtraArgs.
+        s3.meta.events.register("provide-client-params.s3.AbortMultipartUpload", partial(_expect, location.owner),
+                                unique_id=f"xeoncluster-expected-bucket-owner-{location.owner}")
+
+    def put_file(self, path: Path, key: str) -> None:
+        self.s3.upload_file(str(path), self.location.bucket, key, ExtraArgs=self.expect, Config=TRANSFER)
+
+    def put_text(self, key: str, text: str) -> None:
+        self.s3.put_object(Bucket=self.location.bucket, Key=key, Body=text.encode(), **self.expect)
+
+    def get_file(self, key: str, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.s3.download_file(self.location.bucket, key, str(path), ExtraArgs=self.expect, Config=TRANSFER)
+
+    def get_text(self, key: str) -> str | None:
+        try:
+            body = self.s3.get_object(Bucket=self.location.bucket, Key=key, **self.expect)["Body"]
+            return str(body.read().decode())
+        except ClientError as exc:
+            if error_code(exc) in ("NoSuchKey", "404"):
+                return None
+            raise
+
+    def objects(self, prefix: str) -> list[StoredObject]:
+        pages = self.s3.get_paginator("list_objects_v2").paginate(
+            Bucket=self.location.bucket, Prefix=prefix.rstrip("/") + "/" if prefix else "", **self.expect)
+        try:
+            return [StoredObject(o["Key"], int(o["Size"])) for page in pages for o in page.get("Contents", [])]
+        except ClientError as exc:
+            if error_code(exc) == "NoSuchBucket":  # the `auto` bucket before the first `up`: nothing kept yet
+                return []
+            raise
+
+    def delete(self, keys: list[str]) -> None:
+        for start in range(0, len(keys), 1000):
+            batch = [{"Key": k} for k in keys[start:start + 1000]]
+            self.s3.delete_objects(Bucket=self.location.bucket, Delete={"Objects": batch, "Quiet": True}, **self.expect)
+
+    def copy(self, source: str, target: str) -> None:
+        self.s3.copy_object(Bucket=self.location.bucket, Key=target,
+                            CopySource={"Bucket": self.location.bucket, "Key": source},
+                            ExpectedSourceBucketOwner=self.owner, **self.expect)
+
+
+def _expect(owner: str, params: dict[str, Any], **_: Any) -> None:
+    params.setdefault("ExpectedBucketOwner", owner)

@@ -1,0 +1,1 @@
+"""The local provider: network namespaces on this machine, each with its own sshd."""

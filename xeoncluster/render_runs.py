@@ -1,0 +1,94 @@
+"""Rendering runs for people: the end of a followed run, a submitted or detached one, the runs table.
+Formatting only; nothing runs here."""
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, cast
+
+from rich.table import Table
+
+from xeoncluster.render import _console, echo_line
+
+if TYPE_CHECKING:
+    from xeoncluster.agent.record import RunRecord
+    from xeoncluster.commands.stored_runs import StoredRun
+    from xeoncluster.commands.train import Submitted, TrainOutcome
+
+
+def training_result(outcome: TrainOutcome, cluster: str) -> None:
+    echo_line.close()
+    if outcome.detached:
+        detached(outcome.record.run, cluster)
+        return
+    console = _console()
+    fetched = outcome.fetched
+    metrics = fetched.metrics if fetched else {}
+    keys = [k for k in ("exact_match", "f1", "accuracy") if metrics.get(k) is not None]
+    scores = ", ".join(f"{k}={metrics[k]:.2f}" for k in keys)
+    # The training side writes eval_before as {metric: score or None}, or null.
+    before = cast("dict[str, float | None]", metrics.get("eval_before") or {})
+    if before:
+        scores += "  (untrained: " + ", ".join(f"{k}={before[k]:.2f}" for k in keys
+                                               if before.get(k) is not None) + ")"
+    console.print(f"done in {outcome.record.seconds:.0f}s: {scores or 'no evaluation set, no scores'}")
+    speed = metrics.get("train_samples_per_second")
+    if speed is not None:
+        console.print(f"throughput: {speed:.1f} samples/s on {metrics.get('world_size')} rank(s), "
+                      f"{metrics.get('threads_per_rank')} thread(s) each, {metrics.get('precision')}")
+    for restart in outcome.record.restarts:
+        console.print(restart.describe())
+    if outcome.record.restarts:
+        console.print(f"lost to interruptions: {outcome.record.lost_steps} step(s)")
+    if fetched is not None:
+        console.print(f"metrics: {fetched.metrics_path}")
+        if fetched.results:
+            console.print(f"results: {', '.join(p.name for p in fetched.results)} in {fetched.results[0].parent}")
+        if fetched.model_dir:
+            console.print(f"model: {fetched.model_dir}")
+
+
+def detached(run: str, cluster: str) -> None:
+    _console().print(f"detached: run {run} goes on on the cluster; follow it with `xeoncluster logs {run} -f --name "
+                     f"{cluster}`, stop it with `xeoncluster cancel {run} --name {cluster}`")
+
+
+def submitted(result: Submitted) -> None:
+    run = result.plan.run
+    _console().print(f"run {run} started ({result.plan.ranks.world_size} ranks, agent on {result.host}); follow it "
+                     f"with `xeoncluster logs {run} -f --name {result.cluster}`, stop it with "
+                     f"`xeoncluster cancel {run} --name {result.cluster}`")
+
+
+def _when(stamp: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(stamp)) if stamp else "-"
+
+
+def _duration(seconds: float) -> str:
+    whole = int(seconds)
+    return f"{whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
+
+
+def runs_table(records: list[RunRecord], cluster: str, notes: list[str]) -> None:
+    table = Table(title=f"runs of cluster '{cluster}'", title_justify="left")
+    for column in ("run", "task", "state", "step", "restarts", "started", "duration", "cost $"):
+        table.add_column(column)
+    for r in records:
+        step = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
+        table.add_row(r.run, r.task, r.state.value, step, str(len(r.restarts)), _when(r.started_at),
+                      _duration(r.seconds), f"{r.cost_usd:.4f}")
+    console = _console()
+    console.print(table)
+    for note in notes:
+        console.print(f"note: {note}")
+
+
+def stored_table(runs: list[StoredRun], url: str) -> None:
+    table = Table(title=f"runs kept in {url}", title_justify="left")
+    for column in ("cluster", "run", "task", "state", "step", "durable checkpoints", "size"):
+        table.add_column(column)
+    for item in runs:
+        r = item.record
+        step = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
+        table.add_row(r.cluster, r.run, r.task, r.state.value, step, ", ".join(map(str, item.checkpoints)) or "-",
+                      f"{item.size_bytes / 2**20:.1f} MiB")
+    _console().print(table)
