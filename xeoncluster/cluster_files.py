@@ -10,6 +10,7 @@ from pathlib import Path
 from xeoncluster import untrusted
 from xeoncluster.providers.base import Node
 from xeoncluster.remote_layout import KNOWN_HOSTS, MASTER_KEY, home_relative
+from xeoncluster.state import StateDir
 
 SOURCE = "the cluster's node record"
 
@@ -71,3 +72,19 @@ def hostfile(nodes: list[Node]) -> str:
     """Intel MPI's -f file: the master first, so rank 0 lands on it."""
     ordered = sorted(_checked(nodes), key=lambda n: (n.role != "master", int(n.name[4:])))
     return "".join(f"{node.name}\n" for node in ordered)
+
+
+def preferred_key(keys: list[str]) -> str:
+    """ed25519 where the node offers it (what OpenSSH and paramiko negotiate first), else the first."""
+    return next((k for k in keys if k.startswith("ssh-ed25519 ")), keys[0])
+
+
+def read_known(state: StateDir) -> dict[str, str]:
+    if not state.known_hosts.exists():
+        return {}
+    result = {}
+    for line in state.known_hosts.read_text().splitlines():
+        hosts, _, key = line.partition(" ")
+        if key:
+            result[hosts.split(",")[0]] = key
+    return result

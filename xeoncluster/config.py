@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from xeoncluster.errors import ConfigError
 from xeoncluster.providers.local.spec import LocalSettings
-from xeoncluster.providers.spec import DEFAULT_PROVIDER, check_field, check_image, spec_for, specs
+from xeoncluster.providers.registry import DEFAULT_PROVIDER, check_field, check_image, spec_for, specs
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,23}$"
 FLAGS = {"name": "--name", "provider": "--provider", "region": "--region", "profile": "--profile",

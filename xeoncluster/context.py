@@ -14,12 +14,12 @@ from typing import Any
 from xeoncluster.config import ClusterConfig, default_config_path, load_config, read_yaml
 from xeoncluster.errors import NoStateError, XeonClusterError
 from xeoncluster.progress import Reporter
-from xeoncluster.providers import make_provider
 from xeoncluster.providers.base import Provider
-from xeoncluster.providers.spec import locate_without_state
+from xeoncluster.providers.factory import locate_without_state, make_provider
 from xeoncluster.remote import FabricShell, NodeShell, SshIdentity
 from xeoncluster.removals import find_removal
 from xeoncluster.state import ClusterRecord, StateDir, xeoncluster_home
+from xeoncluster.state_refresh import refresh
 
 ProviderFactory = Callable[[ClusterConfig, Callable[[str], None]], Provider]
 ShellFactory = Callable[[SshIdentity], NodeShell]
@@ -50,9 +50,7 @@ class CommandContext:
         if record is None or not record.nodes or (ready and not record.ready):
             raise XeonClusterError(f"cluster '{self.config.name}' is not up",
                                    hint=f"run `xeoncluster up --name {self.config.name}` first")
-        from xeoncluster.agent.sync import refresh  # the agent's changes (replaced nodes) come back here first
-
-        return refresh(self, record)
+        return refresh(self, record)  # the agent's changes (replaced nodes) come back here first
 
 
 def resolve_config(options: Mapping[str, Any], overrides: Mapping[str, Any] | None = None,

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 from xeoncluster.errors import ConfigError
 from xeoncluster.remote_layout import PACKAGE_ROOT, RemoteLayout
+from xeoncluster.train_request import SCRIPT_TASK
 from xeoncluster.workdir import Workdir, scan
 
 if TYPE_CHECKING:
-    from xeoncluster.train_plan import TrainRequest
+    from xeoncluster.train_request import TrainRequest
 
-SCRIPT_TASK = "script"
 SCRIPT_LABELS = ("script:", "module:")  # how a script's runs are recorded (RunRecord.task)
 MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 OUTPUT = "{output}"  # in ARGS: the run's output folder on every node (XC_OUTPUT_DIR)
@@ -27,13 +27,6 @@ DATA = "{data}"      # in ARGS: the folder holding the --data files on every nod
 # What the built-in tasks alone take: a script brings its own model, data and arguments.
 TASK_ONLY = (("--demo", "demo"), ("--dataset", "dataset"), ("--train-file", "train_file"),
              ("--eval-file", "eval_file"), ("--model", "model"))
-
-
-def label(request: TrainRequest) -> str:
-    """What runs, for people and records: script:train.py, module:pkg.train."""
-    if request.module:
-        return f"module:{request.module}"
-    return f"script:{Path(str(request.script)).name}"
 
 
 def run_prefix(request: TrainRequest) -> str:

@@ -17,9 +17,9 @@ from xeoncluster.node.glue_data import (
 )
 from xeoncluster.providers.base import Node
 from xeoncluster.remote_layout import NODE_MODULE, NODE_MODULES, PACKAGE_ROOT, RemoteLayout
-from xeoncluster.script_plan import SCRIPT_TASK
 from xeoncluster.stacks import Stack
 from xeoncluster.topology import CpuTopology, RankPlan, mpirun_command, plan_ranks, render_command
+from xeoncluster.train_request import DEFAULT_MAX_RESTARTS, TrainRequest
 
 TASKS = ("squad", "glue")
 LAUNCHER_ENV = "I_MPI_HYDRA_BRANCH_COUNT=-1"
@@ -27,48 +27,7 @@ DEFAULT_MODEL = "distilbert-base-uncased"
 DEFAULT_DATASETS = {"squad": "squad", "glue": "glue"}
 REDACTED = "<redacted>"
 STOP_FILE = "stop-request"
-DEFAULT_MAX_RESTARTS = 2
 ENV_FILE = "env"  # in the run's folder on every node: --env values, mode 0600, read by `python -m xeoncluster.node`
-
-
-@dataclass(frozen=True)
-class TrainRequest:
-    """Everything the user asked for; a value that a dry run can print."""
-
-    task: str
-    glue_task: str = "mrpc"
-    dataset: str | None = None
-    train_file: Path | None = None
-    eval_file: Path | None = None
-    model: str | None = None
-    demo: bool = False
-    run: str | None = None
-    resume: bool = False
-    resume_from: str | None = None  # --resume-from CLUSTER/RUN: the other cluster whose stored run may be taken
-    ppn: int | None = None
-    threads: int | None = None
-    env: tuple[tuple[str, str], ...] = ()
-    trainer_args: tuple[str, ...] = ()
-    fetch_model: Path | None = None
-    offline: bool = False
-    tuned: bool = True
-    max_restarts: int = DEFAULT_MAX_RESTARTS
-    storage: str | None = None  # --storage: where the run is kept beyond the nodes (else the config's)
-    script: Path | None = None    # train PATH.py: a user's script (task "script")
-    module: str | None = None     # train -m MODULE
-    workdir: Path | None = None   # the folder the script runs in (default: the script's own)
-    data: tuple[Path, ...] = ()   # --data: files every node gets, in XC_DATA_DIR
-    excludes: tuple[str, ...] = ()  # --exclude: workdir paths left out
-    include_secrets: tuple[str, ...] = ()  # --include-secret: secret-looking workdir paths sent anyway
-
-    @property
-    def is_script(self) -> bool:
-        return self.task == SCRIPT_TASK
-
-    @property
-    def label(self) -> str:
-        """What runs: the task, or script:NAME / module:NAME; runs of one label resume each other."""
-        return script_plan.label(self) if self.is_script else self.task
 
 
 @dataclass(frozen=True)

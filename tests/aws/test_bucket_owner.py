@@ -21,13 +21,14 @@ from s3_owner import OwnerCheck, assertion_client, bucket_of_another_account
 
 from xeoncluster.agent import storage_sync
 from xeoncluster.agent.checkpoint_source import OnMaster
-from xeoncluster.agent.record import RunRecord, RunState
-from xeoncluster.agent.storage_sync import StorageSync, download_checkpoint, durable_steps
-from xeoncluster.agent.submission import Submission
+from xeoncluster.agent.storage_sync import StorageSync
 from xeoncluster.providers.aws import bucket as aws_bucket
 from xeoncluster.providers.aws import storage as aws_storage
 from xeoncluster.providers.aws.provider import AwsProvider
 from xeoncluster.remote import CommandResult
+from xeoncluster.runs.record import RunRecord, RunState
+from xeoncluster.runs.stored_checkpoints import download_checkpoint, durable_steps
+from xeoncluster.runs.submission import Submission
 from xeoncluster.storage.base import StorageLocation
 
 ACCOUNT = "123456789012"

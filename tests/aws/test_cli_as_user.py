@@ -140,8 +140,8 @@ def test_the_run_agent_replaces_a_worker_for_the_user_who_made_the_cluster(
     from test_cli_repair import spot_interrupt
 
     from xeoncluster.agent import context as agent_context
-    from xeoncluster.commands.repair import repair
     from xeoncluster.context import make_context
+    from xeoncluster.operations.repair import repair
 
     assert xc("up", "--name", "t1", "--nodes", "2").code == 0
     [maker] = {t["Value"] for i in instances(ec2) for t in i["Tags"] if t["Key"] == "xeoncluster:owner"}

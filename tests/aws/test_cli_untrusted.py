@@ -17,10 +17,10 @@ from dataclasses import replace
 from aws_helpers import write_config
 from recording_shell import fake_host_key
 
-from xeoncluster.agent.record import RunRecord, RunState
 from xeoncluster.config import load_config
 from xeoncluster.providers.base import Node
 from xeoncluster.remote import CommandResult
+from xeoncluster.runs.record import RunRecord, RunState
 from xeoncluster.state import StateDir
 
 INJECTED = "203.0.113.7\nHost *\n  ProxyCommand touch /tmp/xc-pwned"

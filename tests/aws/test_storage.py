@@ -13,10 +13,11 @@ import pytest
 from aws_helpers import REGION, live_state, write_config
 
 from xeoncluster.agent.checkpoint_source import OnMaster
-from xeoncluster.agent.storage_sync import StorageSync, download_checkpoint, durable_steps
+from xeoncluster.agent.storage_sync import StorageSync
 from xeoncluster.errors import ConfigError
 from xeoncluster.providers.aws import storage as aws_storage
 from xeoncluster.providers.aws.role import RoleScope, master_policy
+from xeoncluster.runs.stored_checkpoints import download_checkpoint, durable_steps
 from xeoncluster.standin.iam_policy import allowed
 from xeoncluster.standin.iam_requests import s3_questions
 

@@ -285,7 +285,7 @@ def test_the_laptop_takes_nothing_from_a_master_that_rewrites_its_state(cli: Cli
     """Anything on the master (the user's script, a package it installed) can rewrite the agent's
     state and pins. With the node set changed (node2 is gone), `status` and `up` must still take node
     records from EC2 and host keys from the laptop's pins and the instances' consoles, never from there."""
-    from xeoncluster.agent.host import AGENT_HOME
+    from xeoncluster.runs.host import AGENT_HOME
 
     files = cli.home / "clusters" / CLUSTER
     pins = (files / "known_hosts").read_text()

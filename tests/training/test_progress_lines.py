@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
+from xeoncluster.cli.render import StepLine, TrainingLines, parse_step_line
 from xeoncluster.node.progress import Pace, clock
-from xeoncluster.render import StepLine, TrainingLines, parse_step_line
 
 STEP = "[0] step 30/120  loss 2.1728  lr 7.58e-04  epoch 0.16  79.7 samples/s  eta 0:00:18"
 LINES = ["[0] squad: 3000 examples -> 3000 features", STEP, "[0] eval  step 30/120  eval_loss 1.9909",

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from xeoncluster.agent.follow import Follower, read_chunk
-from xeoncluster.agent.host import LocalHost
-from xeoncluster.agent.record import RunFiles, RunRecord, RunState
 from xeoncluster.errors import RemoteError
 from xeoncluster.remote import CommandResult
+from xeoncluster.runs.follow import Follower, read_chunk
+from xeoncluster.runs.host import LocalHost
+from xeoncluster.runs.record import RunFiles, RunRecord, RunState
 
 
 def files(tmp_path: Path) -> RunFiles:
@@ -35,8 +35,8 @@ def test_only_whole_lines_are_read_and_offsets_count_bytes(tmp_path: Path) -> No
 
 
 def test_a_dropped_connection_resumes_without_loss_or_repeat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("xeoncluster.agent.follow.POLL_SECONDS", 0.05)
-    monkeypatch.setattr("xeoncluster.agent.follow.RECONNECT_DELAYS", (0.05,) * 6)
+    monkeypatch.setattr("xeoncluster.runs.follow.POLL_SECONDS", 0.05)
+    monkeypatch.setattr("xeoncluster.runs.follow.RECONNECT_DELAYS", (0.05,) * 6)
     run = files(tmp_path)
     record = RunRecord(run="r1", cluster="c1", task="squad", state=RunState.RUNNING)
     run.save(record)

@@ -17,7 +17,8 @@ from xeoncluster.kube.resources import pod_share, pod_topology
 from xeoncluster.providers.aws import catalog as aws_catalog
 from xeoncluster.stacks import get_stack
 from xeoncluster.topology import plan_ranks
-from xeoncluster.train_plan import TrainRequest, dry_run_plan
+from xeoncluster.train_plan import dry_run_plan
+from xeoncluster.train_request import TrainRequest
 
 IMAGE = "registry.example.com/xeoncluster-training:stock"
 

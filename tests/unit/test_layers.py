@@ -17,18 +17,17 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("cli", ("xeoncluster.cli",)),
     ("commands", ("xeoncluster.commands",)),
     ("agent", ("xeoncluster.agent",)),
-    ("runs", ("xeoncluster.runs",)),
     ("operations", ("xeoncluster.operations", "xeoncluster.kube")),
-    ("cluster", ("xeoncluster.state", "xeoncluster.remote", "xeoncluster.removals", "xeoncluster.playbook",
-                 "xeoncluster.image", "xeoncluster.cluster_files", "xeoncluster.package_sync",
-                 "xeoncluster.untrusted", "xeoncluster.train_plan", "xeoncluster.train_request",
-                 "xeoncluster.script_plan", "xeoncluster.workdir", "xeoncluster.run_outputs",
-                 "xeoncluster.autostop", "xeoncluster.bake_lock", "xeoncluster.progress", "xeoncluster.packages",
-                 "xeoncluster.remote_command")),
+    ("runs", ("xeoncluster.runs",)),
+    ("cluster", tuple(f"xeoncluster.{name}" for name in (
+        "context", "state_refresh", "state", "remote", "removals", "playbook", "image", "cluster_files",
+        "package_sync", "untrusted", "train_plan", "train_request", "script_plan", "workdir", "run_outputs",
+        "autostop", "bake_lock", "progress", "packages", "remote_command"))),
     ("providers", ("xeoncluster.providers", "xeoncluster.storage", "xeoncluster.topology")),
     # A provider's declaration (its spec and settings) sits with the config that validates against it;
     # it imports nothing of its provider.
-    ("config", ("xeoncluster.config", "xeoncluster.providers.spec", "xeoncluster.providers.aws.spec",
+    ("config", ("xeoncluster.config", "xeoncluster.providers.spec", "xeoncluster.providers.registry",
+                "xeoncluster.providers.aws.spec",
                 "xeoncluster.providers.local.spec", "xeoncluster.errors", "xeoncluster.paths",
                 "xeoncluster.stacks", "xeoncluster.remote_layout", "xeoncluster.contract")),
     ("node", ("xeoncluster.node",)),
@@ -60,9 +59,28 @@ def imported(path: Path, known: dict[str, Path]) -> Iterator[str]:
                 yield name
 
 
+def with_packages(names: set[str], raw: dict[str, set[str]]) -> set[str]:
+    """Importing a.b.c runs a/__init__.py and a/b/__init__.py first: those count where they import ours."""
+    found = set(names)
+    for name in names:
+        parts = name.split(".")
+        found |= {p for n in range(2, len(parts)) if raw.get(p := ".".join(parts[:n]))}
+    return found
+
+
 def graph() -> dict[str, set[str]]:
     known = modules()
-    return {name: set(imported(path, known)) - {name} for name, path in known.items()}
+    raw = {name: set(imported(path, known)) - {name} for name, path in known.items()}
+    return {name: with_packages(outs, raw) - packages_of(name) for name, outs in raw.items()}
+
+
+def packages_of(name: str) -> set[str]:
+    parts = name.split(".")
+    return {".".join(parts[:n]) for n in range(1, len(parts))}
+
+
+def is_apart(module: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in APART)
 
 
 def floor_of(module: str) -> int | None:
@@ -76,8 +94,7 @@ def floor_of(module: str) -> int | None:
 
 
 def test_every_module_has_a_floor() -> None:
-    apart = tuple(p + "." for p in APART)
-    homeless = [m for m in modules() if m != "xeoncluster" and floor_of(m) is None and not m.startswith(apart)]
+    homeless = [m for m in modules() if m != "xeoncluster" and floor_of(m) is None and not is_apart(m)]
     assert homeless == []
 
 
@@ -89,7 +106,14 @@ def test_no_module_imports_a_higher_floor() -> None:
 
 def test_the_standin_stands_apart() -> None:
     crossing = [f"{a} -> {b}" for a, outs in graph().items() for b in outs
-                if a.startswith(APART) != b.startswith(APART) and b != "xeoncluster"]
+                if is_apart(a) != is_apart(b) and b != "xeoncluster"]
+    assert crossing == []
+
+
+def test_the_verbs_never_import_the_masters_agent() -> None:
+    """agent/ runs on the master; the CLI reaches it through runs/ (its files, records and client) only."""
+    crossing = [f"{a} -> {b}" for a, outs in graph().items() for b in outs
+                if a.startswith(("xeoncluster.cli", "xeoncluster.commands")) and b.startswith("xeoncluster.agent")]
     assert crossing == []
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from xeoncluster.commands.up_nodes import check_mesh
 from xeoncluster.errors import XeonClusterError
+from xeoncluster.operations.up_nodes import check_mesh
 from xeoncluster.providers.base import Node
 from xeoncluster.remote import CommandResult
 

@@ -18,12 +18,13 @@ from xeoncluster.errors import ConfigError
 from xeoncluster.kube.job_spec import ExportRequest, check_export
 from xeoncluster.providers.aws.spec import check_instance_types, check_region, check_vpc_id
 from xeoncluster.providers.base import Node
-from xeoncluster.providers.spec import is_image_id
+from xeoncluster.providers.registry import is_image_id
 from xeoncluster.remote import CommandResult
 from xeoncluster.remote_command import HomePath, all_of, remote_command, written_to
 from xeoncluster.script_plan import check_script_request
 from xeoncluster.stacks import get_stack
-from xeoncluster.train_plan import TrainRequest, check_run_name
+from xeoncluster.train_plan import check_run_name
+from xeoncluster.train_request import TrainRequest
 from xeoncluster.workdir import scan
 
 HOSTILE = ["a$(touch PWNED)b.csv", "x`touch PWNED`", "it's; touch PWNED", "-rf", "a b\nc", "*", "~x", "$HOME"]

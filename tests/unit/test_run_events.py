@@ -4,12 +4,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from xeoncluster.agent.submission import Submission
 from xeoncluster.node.events import MARKER, RunEvent, parse_line, read_events
 from xeoncluster.providers.base import Node
+from xeoncluster.runs.submission import Submission
 from xeoncluster.stacks import get_stack
 from xeoncluster.topology import CpuTopology
-from xeoncluster.train_plan import TrainRequest, build_plan
+from xeoncluster.train_plan import build_plan
+from xeoncluster.train_request import TrainRequest
 
 
 def test_events_travel_as_marked_lines_with_or_without_the_rank_label() -> None:

@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import run_cli
 from xeoncluster.errors import ConfigError
 from xeoncluster.script_plan import check_script_request, script_args
-from xeoncluster.train_plan import TrainRequest
+from xeoncluster.train_request import TrainRequest
 from xeoncluster.workdir import MAX_FILE_BYTES, SYNC_MARKER, scan
 
 

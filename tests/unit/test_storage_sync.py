@@ -10,7 +10,8 @@ import pytest
 
 from xeoncluster.agent import storage_sync
 from xeoncluster.agent.checkpoint_source import OnMaster
-from xeoncluster.agent.storage_sync import StorageSync, download_checkpoint, durable_steps
+from xeoncluster.agent.storage_sync import StorageSync
+from xeoncluster.runs.stored_checkpoints import download_checkpoint, durable_steps
 from xeoncluster.storage.base import MANIFEST, StorageLocation
 from xeoncluster.storage.folder import FolderStorage
 

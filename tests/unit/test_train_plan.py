@@ -14,14 +14,8 @@ from xeoncluster.errors import ConfigError
 from xeoncluster.providers.aws.provider import AwsProvider
 from xeoncluster.stacks import check_stack, get_stack
 from xeoncluster.topology import CpuTopology
-from xeoncluster.train_plan import (
-    TrainRequest,
-    check_request,
-    dry_run_plan,
-    env_file_text,
-    parse_env,
-    requested_backend,
-)
+from xeoncluster.train_plan import check_request, dry_run_plan, env_file_text, parse_env, requested_backend
+from xeoncluster.train_request import TrainRequest
 
 
 def planned(instance_type: str) -> CpuTopology:

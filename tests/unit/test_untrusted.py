@@ -11,7 +11,7 @@ import pytest
 from xeoncluster import cluster_files, untrusted
 from xeoncluster.errors import XeonClusterError
 from xeoncluster.providers.base import Node
-from xeoncluster.providers.spec import spec_for
+from xeoncluster.providers.registry import spec_for
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGnQnGWTWnV6y0vkNEzYqo9bZ3y0D4xGxKDc9uK3mVb0"
 NODE = Node(name="node1", id="i-0123456789abcdef0", private_ip="10.0.0.5", ssh_host="54.1.2.3", role="worker",

@@ -12,14 +12,14 @@ import time
 
 from xeoncluster.agent.activity import Activity
 from xeoncluster.agent.context import agent_context
-from xeoncluster.agent.host import LocalHost
-from xeoncluster.agent.record import RunFiles
 from xeoncluster.agent.self_removal import SelfRemoval
-from xeoncluster.agent.submission import Submission
 from xeoncluster.agent.supervisor import Supervisor
 from xeoncluster.agent.watch import Watcher
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import XeonClusterError
+from xeoncluster.runs.host import LocalHost
+from xeoncluster.runs.record import RunFiles
+from xeoncluster.runs.submission import Submission
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,10 +4,10 @@ Nothing else counts: `exec`, the agents' own SSH commands and background work le
 """
 from __future__ import annotations
 
-from xeoncluster.agent import client
-from xeoncluster.agent.host import AgentHost
 from xeoncluster.context import CommandContext
 from xeoncluster.remote import NodeShell
+from xeoncluster.runs import client
+from xeoncluster.runs.host import AgentHost
 
 # An interactive login is an sshd session process with a terminal ("sshd: ubuntu@pts/0"; OpenSSH 9.8+
 # names it sshd-session). Local nodes share this machine's processes, so only sessions in the node's

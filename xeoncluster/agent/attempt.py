@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from xeoncluster.agent.node_watch import stop_command
-from xeoncluster.agent.record import RunFiles
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import RemoteError, XeonClusterError
 from xeoncluster.node.events import RunEvent, parse_line
@@ -22,6 +21,7 @@ from xeoncluster.providers.base import Node
 from xeoncluster.remote import CommandResult, NodeShell
 from xeoncluster.remote_command import all_of, remote_command, written_to
 from xeoncluster.remote_layout import RemoteLayout
+from xeoncluster.runs.record import RunFiles
 from xeoncluster.script_plan import quoted_signal
 from xeoncluster.train_plan import STOP_FILE, LaunchPlan
 

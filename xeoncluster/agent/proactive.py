@@ -11,9 +11,9 @@ import threading
 from collections.abc import Callable
 
 from xeoncluster.agent.recovery import restore_checkpoint
-from xeoncluster.commands.repair import recorded_base, recorded_image
-from xeoncluster.commands.up_nodes import add_nodes, check_mesh, playbook_runner, write_cluster_files
 from xeoncluster.context import CommandContext
+from xeoncluster.operations.repair import recorded_base, recorded_image
+from xeoncluster.operations.up_nodes import add_nodes, check_mesh, playbook_runner, write_cluster_files
 from xeoncluster.playbook import load_playbooks
 from xeoncluster.providers.base import Node
 from xeoncluster.remote import NodeShell

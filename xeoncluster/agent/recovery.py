@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import shlex
 
-from xeoncluster.commands.repair import health, repair
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import TrainingError, XeonClusterError
+from xeoncluster.operations.repair import health, repair
 from xeoncluster.providers.base import Node
 from xeoncluster.remote import NodeShell
 from xeoncluster.remote_command import all_of, remote_command

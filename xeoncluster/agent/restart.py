@@ -11,13 +11,13 @@ import time
 
 from xeoncluster.agent.attempt import Outcome
 from xeoncluster.agent.proactive import Replacement, swap_in
-from xeoncluster.agent.record import Restart
 from xeoncluster.agent.recovery import last_step, lost_nodes, replace_lost, restore_checkpoint
 from xeoncluster.context import CommandContext
 from xeoncluster.node.events import RunEvent
 from xeoncluster.providers.base import Node
 from xeoncluster.remote import NodeShell
 from xeoncluster.remote_layout import RemoteLayout
+from xeoncluster.runs.record import Restart
 from xeoncluster.state import ClusterRecord
 from xeoncluster.train_plan import LaunchPlan
 

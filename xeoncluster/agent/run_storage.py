@@ -7,15 +7,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from xeoncluster.agent.checkpoint_source import CheckpointSource, OnMaster, OverSsh
-from xeoncluster.agent.record import RunFiles, RunState
 from xeoncluster.agent.recovery import restore_checkpoint
-from xeoncluster.agent.storage_sync import StorageSync, download_checkpoint
-from xeoncluster.agent.submission import Submission
+from xeoncluster.agent.storage_sync import StorageSync
 from xeoncluster.context import CommandContext
 from xeoncluster.node.events import RunEvent
 from xeoncluster.remote import NodeShell
 from xeoncluster.remote_layout import RemoteLayout
 from xeoncluster.run_outputs import TASK_RESULTS
+from xeoncluster.runs.record import RunFiles, RunState
+from xeoncluster.runs.stored_checkpoints import download_checkpoint
+from xeoncluster.runs.submission import Submission
 from xeoncluster.train_plan import LaunchPlan
 
 LOG_EVERY_SECONDS = 30.0

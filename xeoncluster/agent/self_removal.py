@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from xeoncluster.agent import client
-from xeoncluster.agent.host import AgentHost
-from xeoncluster.commands import down
 from xeoncluster.context import CommandContext
+from xeoncluster.operations import down
 from xeoncluster.removals import Removal, store_removal
+from xeoncluster.runs import client
+from xeoncluster.runs.host import AgentHost
 
 # A cancelled run checkpoints, stops and stores its checkpoint before the nodes go: how long to wait for it.
 CANCEL_WAIT_SECONDS = 900.0

@@ -14,18 +14,18 @@ from xeoncluster.agent.attempt import Attempt, Outcome
 from xeoncluster.agent.failure import failure_line
 from xeoncluster.agent.node_watch import NodeWatch
 from xeoncluster.agent.proactive import Replacement
-from xeoncluster.agent.record import Restart, RunFiles, RunRecord, RunState
 from xeoncluster.agent.restart import Recovery
 from xeoncluster.agent.run_storage import RunStorage
-from xeoncluster.agent.submission import Submission
-from xeoncluster.commands.train_prepare import Preparer
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import XeonClusterError
 from xeoncluster.node.events import EXIT_STOPPED, RunEvent
+from xeoncluster.operations.train_prepare import Preparer
 from xeoncluster.providers.base import Node
 from xeoncluster.remote import NodeShell
 from xeoncluster.remote_command import remote_command
 from xeoncluster.remote_layout import RemoteLayout
+from xeoncluster.runs.record import Restart, RunFiles, RunRecord, RunState
+from xeoncluster.runs.submission import Submission
 from xeoncluster.stacks import Stack, get_stack
 from xeoncluster.train_plan import ENV_FILE, LaunchPlan
 

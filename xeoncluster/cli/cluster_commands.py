@@ -8,9 +8,8 @@ from typing import Any
 
 import click
 
-from xeoncluster import render
+from xeoncluster.cli import render
 from xeoncluster.cli.group import CONTEXT, cli, cluster_options, command_context, provider_given
-from xeoncluster.commands import down as down_cmd
 from xeoncluster.commands import exec as exec_cmd
 from xeoncluster.commands import images as images_cmd
 from xeoncluster.commands import plan as plan_cmd
@@ -18,6 +17,7 @@ from xeoncluster.commands import ssh as ssh_cmd
 from xeoncluster.commands import status as status_cmd
 from xeoncluster.commands import up as up_cmd
 from xeoncluster.errors import NoStateError, XeonClusterError
+from xeoncluster.operations import down as down_cmd
 from xeoncluster.removals import find_removal
 
 

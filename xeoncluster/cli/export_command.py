@@ -13,7 +13,8 @@ from xeoncluster.kube import export as kube_export
 from xeoncluster.kube.job_spec import DEFAULT_PVC, ExportRequest
 from xeoncluster.kube.paths import MOUNT
 from xeoncluster.stacks import get_stack
-from xeoncluster.train_plan import DEFAULT_MODEL, TrainRequest, parse_env
+from xeoncluster.train_plan import DEFAULT_MODEL, parse_env
+from xeoncluster.train_request import TrainRequest
 
 
 @cli.command(cls=PassThroughCommand, context_settings=CONTEXT)

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from xeoncluster.context import CommandContext, make_context, resolve_config
-from xeoncluster.providers.spec import specs
+from xeoncluster.providers.registry import specs
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 

@@ -5,7 +5,7 @@ from typing import Any
 
 import click
 
-from xeoncluster import render
+from xeoncluster.cli import render
 from xeoncluster.cli.group import CONTEXT, cli, cluster_options, command_context
 from xeoncluster.commands import policy as policy_cmd
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from xeoncluster import render, render_runs
+from xeoncluster.cli import render, render_runs
 from xeoncluster.cli.group import CONTEXT, cli, cluster_options, command_context
 from xeoncluster.commands import runs as runs_cmd
 from xeoncluster.commands import stored_runs as stored_runs_cmd

@@ -6,21 +6,13 @@ from typing import Any
 
 import click
 
-from xeoncluster import render, render_runs
+from xeoncluster.cli import render, render_runs
 from xeoncluster.cli.group import CONTEXT, PassThroughCommand, cli, cluster_options, command_context, pass_through
 from xeoncluster.commands import train as train_cmd
 from xeoncluster.commands import train_storage
-from xeoncluster.script_plan import SCRIPT_TASK
 from xeoncluster.stacks import get_stack
-from xeoncluster.train_plan import (
-    DEFAULT_MODEL,
-    TASKS,
-    LaunchPlan,
-    TrainRequest,
-    check_request,
-    dry_run_plan,
-    parse_env,
-)
+from xeoncluster.train_plan import DEFAULT_MODEL, TASKS, LaunchPlan, check_request, dry_run_plan, parse_env
+from xeoncluster.train_request import SCRIPT_TASK, TrainRequest
 
 
 @cli.command(cls=PassThroughCommand, context_settings=CONTEXT)

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xeoncluster.commands import down, up
+from xeoncluster.commands import up
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import ConfigError
 from xeoncluster.image import ImageAction, ImagePlan, decide_image
+from xeoncluster.operations import down
 from xeoncluster.providers.base import Image, Removed
-from xeoncluster.providers.spec import image_id_texts, is_image_id
+from xeoncluster.providers.registry import image_id_texts, is_image_id
 from xeoncluster.stacks import get_stack
 from xeoncluster.state import StateDir
 

@@ -8,7 +8,8 @@ from typing import Any
 
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import ConfigError
-from xeoncluster.providers.spec import ProviderSpec, specs
+from xeoncluster.providers.registry import specs
+from xeoncluster.providers.spec import ProviderSpec
 
 
 @dataclass(frozen=True)

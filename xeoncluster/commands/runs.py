@@ -9,14 +9,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from xeoncluster.agent import client
-from xeoncluster.agent.host import AgentHost
-from xeoncluster.agent.record import RunRecord, RunState
 from xeoncluster.commands.self_removed import removed_itself
 from xeoncluster.commands.stored_runs import stored_runs
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import ConfigError, XeonClusterError
 from xeoncluster.removals import find_removal
+from xeoncluster.runs import client
+from xeoncluster.runs.host import AgentHost
+from xeoncluster.runs.record import RunRecord, RunState
 
 
 @dataclass

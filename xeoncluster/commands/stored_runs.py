@@ -6,11 +6,11 @@ import json
 from dataclasses import dataclass
 
 from xeoncluster import untrusted
-from xeoncluster.agent.record import RunRecord
-from xeoncluster.agent.storage_sync import durable_steps
 from xeoncluster.commands.train_results import Fetched, results_dir
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import ConfigError
+from xeoncluster.runs.record import RunRecord
+from xeoncluster.runs.stored_checkpoints import durable_steps
 from xeoncluster.storage.base import Storage, StorageLocation
 from xeoncluster.train_plan import RUN_NAME
 

@@ -11,24 +11,25 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from xeoncluster import script_plan, untrusted
-from xeoncluster.agent import client, watch_client
-from xeoncluster.agent.follow import Follower
-from xeoncluster.agent.host import AgentHost, MasterHost
-from xeoncluster.agent.record import RunRecord, RunState
-from xeoncluster.agent.submission import Submission
 from xeoncluster.commands.stored_runs import stored_runs
-from xeoncluster.commands.train_prepare import Preparer
 from xeoncluster.commands.train_results import Fetched, fetch_results, results_dir
 from xeoncluster.commands.train_storage import clusters_with_run, no_checkpoint, run_storage, stored_checkpoint
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import BusyError, ConfigError, TrainingError
+from xeoncluster.operations.train_prepare import Preparer
 from xeoncluster.providers.base import Node
 from xeoncluster.remote import NodeShell
 from xeoncluster.remote_layout import PACKAGE_ROOT
+from xeoncluster.runs import client, watch_client
+from xeoncluster.runs.follow import Follower
+from xeoncluster.runs.host import AgentHost, MasterHost
+from xeoncluster.runs.record import RunRecord, RunState
+from xeoncluster.runs.submission import Submission
 from xeoncluster.script_plan import SCRIPT_LABELS
 from xeoncluster.stacks import get_stack
 from xeoncluster.state import ClusterRecord
-from xeoncluster.train_plan import LaunchPlan, TrainRequest, check_request, check_run_name, default_run_name
+from xeoncluster.train_plan import LaunchPlan, check_request, check_run_name, default_run_name
+from xeoncluster.train_request import TrainRequest
 
 
 @dataclass

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import re
 
-from xeoncluster.agent.storage_sync import durable_steps
 from xeoncluster.config import NAME_PATTERN
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import ConfigError
+from xeoncluster.runs.stored_checkpoints import durable_steps
 from xeoncluster.state import ClusterRecord
 from xeoncluster.storage.base import MANIFEST, StorageLocation
-from xeoncluster.train_plan import TrainRequest, check_run_name
+from xeoncluster.train_plan import check_run_name
+from xeoncluster.train_request import TrainRequest
 
 
 def run_storage(ctx: CommandContext, request: TrainRequest, record: ClusterRecord) -> StorageLocation:

@@ -14,12 +14,15 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import TypeVar
 
-from xeoncluster.agent.watch_client import keep_watch
 from xeoncluster.bake_lock import BakeLock
 from xeoncluster.commands.self_removed import removed_itself
 from xeoncluster.commands.up_again import UpResult, already_up
 from xeoncluster.commands.up_image import settle
-from xeoncluster.commands.up_nodes import (
+from xeoncluster.commands.up_rollback import rollback
+from xeoncluster.context import CommandContext
+from xeoncluster.errors import XeonClusterError
+from xeoncluster.image import ImageAction, ImagePlan, decide_image
+from xeoncluster.operations.up_nodes import (
     GROW_ROOT_FS,
     IMAGE_PREPARE,
     IMAGE_RESTORE,
@@ -29,14 +32,11 @@ from xeoncluster.commands.up_nodes import (
     run_on_master,
     write_cluster_files,
 )
-from xeoncluster.commands.up_rollback import rollback
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import XeonClusterError
-from xeoncluster.image import ImageAction, ImagePlan, decide_image
 from xeoncluster.playbook import load_playbooks
 from xeoncluster.providers.base import Image, Network, Node
 from xeoncluster.remote import NodeShell
 from xeoncluster.removals import forget_removal
+from xeoncluster.runs.watch_client import keep_watch
 from xeoncluster.stacks import get_stack
 from xeoncluster.state import ClusterRecord, ClusterStatus, ImageRecord
 

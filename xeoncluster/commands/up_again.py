@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xeoncluster.agent import client
-from xeoncluster.agent.watch_client import keep_watch
-from xeoncluster.commands.repair import RepairResult, health, repair
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import BusyError, ConfigError
 from xeoncluster.image import ImagePlan
+from xeoncluster.operations.repair import RepairResult, health, repair
 from xeoncluster.providers.base import Node
 from xeoncluster.remote import NodeShell
+from xeoncluster.runs import client
+from xeoncluster.runs.watch_client import keep_watch
 from xeoncluster.state import ClusterRecord
 
 

@@ -13,7 +13,8 @@ from xeoncluster.kube.resources import PodShare, pod_share, pod_topology
 from xeoncluster.kube.script_job import default_image, script_program, stack_image
 from xeoncluster.script_plan import check_script_request
 from xeoncluster.stacks import Stack
-from xeoncluster.train_plan import TrainRequest, check_request, default_run_name
+from xeoncluster.train_plan import check_request, default_run_name
+from xeoncluster.train_request import TrainRequest
 from xeoncluster.workdir import Workdir
 
 KINDS = ("trainjob", "pytorchjob")

@@ -7,7 +7,8 @@ from xeoncluster.errors import ConfigError
 from xeoncluster.kube.paths import PACKAGE_ROOT, DataPaths
 from xeoncluster.stacks import Stack
 from xeoncluster.topology import CpuTopology, RankPlan, plan_ranks
-from xeoncluster.train_plan import DEFAULT_DATASETS, DEFAULT_MODEL, TrainRequest, untuned
+from xeoncluster.train_plan import DEFAULT_DATASETS, DEFAULT_MODEL, untuned
+from xeoncluster.train_request import TrainRequest
 
 # plan_ranks wants the master's address for MASTER_ADDR; torchrun sets MASTER_ADDR/MASTER_PORT for
 # its ranks itself (from the operator's PET_* variables), so neither reaches the pod's env.

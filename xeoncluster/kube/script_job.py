@@ -10,7 +10,7 @@ from pathlib import Path
 from xeoncluster.kube.paths import PACKAGE_ROOT, DataPaths
 from xeoncluster.script_plan import filled_args
 from xeoncluster.stacks import Stack
-from xeoncluster.train_plan import TrainRequest
+from xeoncluster.train_request import TrainRequest
 from xeoncluster.workdir import Workdir
 
 WORKDIR = f"{PACKAGE_ROOT}/work"  # where the script's image holds the workdir

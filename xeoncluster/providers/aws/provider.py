@@ -10,8 +10,9 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from xeoncluster.config import ClusterConfig
 from xeoncluster.errors import ConfigError, ProviderError
 from xeoncluster.providers.aws import images as aws_images
 from xeoncluster.providers.aws import instances as aws_instances
@@ -54,9 +55,6 @@ from xeoncluster.providers.base import (
 )
 from xeoncluster.storage.base import Storage, StorageLocation
 from xeoncluster.topology import CpuTopology
-
-if TYPE_CHECKING:
-    from xeoncluster.config import ClusterConfig
 
 
 class AwsProvider(Provider):
@@ -346,3 +344,7 @@ class AwsProvider(Provider):
         with translated(f"planning {cluster.name} in {self.region}"):
             return aws_plan.planned_resources(self.ec2, self.clients.client("iam"), cluster, self.ssh_cidr(cluster),
                                               self.region)
+
+
+def make(config: ClusterConfig, events: Callable[[str], None]) -> AwsProvider:
+    return AwsProvider(region=config.region or "us-east-1", profile=config.profile, events=events)

@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from xeoncluster.providers.spec import ProviderSpec
-
-if TYPE_CHECKING:
-    from xeoncluster.config import ClusterConfig
-    from xeoncluster.providers.base import Provider
+from xeoncluster.providers.spec import Completable, ProviderSpec
 
 INSTANCE_TYPE = re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9-]+")
 REGION = re.compile(r"[a-z]{2}(-gov)?-[a-z]+-\d")
@@ -53,15 +47,9 @@ def default_region(profile: str | None) -> str:
     return str(region or "us-east-1")
 
 
-def complete(config: ClusterConfig) -> None:
+def complete(config: Completable) -> None:
     if config.region is None:
         object.__setattr__(config, "region", default_region(config.profile))
-
-
-def make(config: ClusterConfig, events: Callable[[str], None]) -> Provider:
-    from xeoncluster.providers.aws.provider import AwsProvider
-
-    return AwsProvider(region=config.region or "us-east-1", profile=config.profile, events=events)
 
 
 AWS = ProviderSpec(
@@ -73,7 +61,7 @@ AWS = ProviderSpec(
     notices="aws-imds",
     field_checks={"region": check_region, "instance_types": check_instance_types, "vpc_id": check_vpc_id},
     complete=complete,
-    factory="xeoncluster.providers.aws.spec:make",
+    factory="xeoncluster.providers.aws.provider:make",
     up_minutes=15.0,  # a first bake of a 100 GiB root volume, and the nodes' boots
     access_documents="xeoncluster.providers.aws.access:access_documents",
 )

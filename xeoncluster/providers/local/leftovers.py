@@ -11,7 +11,9 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from xeoncluster.config import ClusterConfig
 from xeoncluster.providers.local import net
 from xeoncluster.providers.local.node import sshd_processes
 
@@ -54,3 +56,11 @@ def sshd_roots(cluster: str) -> list[Path]:
         if match and Path(match.group(1)) not in roots:
             roots.append(Path(match.group(1)))
     return roots
+
+
+def locate(config: ClusterConfig) -> dict[str, Any] | None:
+    leftovers = find_local_leftovers(config.name, config.local.root)
+    if not leftovers.found:
+        return None
+    return {"provider": "local", "local.root": leftovers.root or config.local.root,
+            "local.subnet": leftovers.subnet or config.local.subnet}

@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass
 
 from xeoncluster.errors import ConfigError, ProviderError
+from xeoncluster.providers.local.spec import NETNS_PREFIX
 
-NETNS_PREFIX = "xc-"
 MAX_NODES = 256
 
 

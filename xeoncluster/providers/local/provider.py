@@ -307,3 +307,7 @@ class LocalProvider(Provider):
         if users:
             raise ProviderError(f"image {image_id} is in use by running nodes ({', '.join(users)}); "
                                 f"refusing to {action}", hint="remove the cluster that uses it first")
+
+
+def make(config: ClusterConfig, events: Callable[[str], None]) -> LocalProvider:
+    return LocalProvider(config.local.root, events=events)

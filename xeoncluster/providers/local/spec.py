@@ -3,21 +3,15 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from xeoncluster.providers.local.net import NETNS_PREFIX
 from xeoncluster.providers.spec import ProviderSpec
-
-if TYPE_CHECKING:
-    from xeoncluster.config import ClusterConfig
-    from xeoncluster.providers.base import Provider
 
 DEFAULT_LOCAL_ROOT = Path("/var/lib/xeoncluster")
 HOMES = Path("/root")
+NETNS_PREFIX = "xc-"  # every local node's network namespace, so that leftovers can be found by name
 
 
 class LocalSettings(BaseModel):
@@ -48,22 +42,6 @@ class LocalSettings(BaseModel):
         return value
 
 
-def make(config: ClusterConfig, events: Callable[[str], None]) -> Provider:
-    from xeoncluster.providers.local.provider import LocalProvider
-
-    return LocalProvider(config.local.root, events=events)
-
-
-def locate(config: ClusterConfig) -> dict[str, Any] | None:
-    from xeoncluster.providers.local.leftovers import find_local_leftovers
-
-    leftovers = find_local_leftovers(config.name, config.local.root)
-    if not leftovers.found:
-        return None
-    return {"provider": "local", "local.root": leftovers.root or config.local.root,
-            "local.subnet": leftovers.subnet or config.local.subnet}
-
-
 LOCAL = ProviderSpec(
     name="local",
     image_id=re.compile(r"local-[0-9a-f]{8,64}"),
@@ -71,6 +49,6 @@ LOCAL = ProviderSpec(
     default_user="root",
     instance_id=re.compile(rf"{re.escape(NETNS_PREFIX)}[a-z][a-z0-9-]{{0,23}}-node\d{{1,4}}"),  # netns_name()
     notices="node-file",
-    locate=locate,
-    factory="xeoncluster.providers.local.spec:make",
+    locate="xeoncluster.providers.local.leftovers:locate",
+    factory="xeoncluster.providers.local.provider:make",
 )

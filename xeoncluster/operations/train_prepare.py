@@ -8,9 +8,9 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from xeoncluster.commands.script_prepare import sync_script
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import RemoteError
+from xeoncluster.operations.script_prepare import sync_script
 from xeoncluster.package_sync import sync_data_file, sync_tree
 from xeoncluster.paths import node_files, package_dir
 from xeoncluster.providers.base import Node
@@ -19,7 +19,8 @@ from xeoncluster.remote_command import HomePath, all_of, remote_command, word
 from xeoncluster.remote_layout import NODE_LIB, NODE_MODULE, PACKAGE_ROOT, VENV, RemoteLayout
 from xeoncluster.stacks import Stack
 from xeoncluster.topology import CpuTopology, parse_probe, probe_command
-from xeoncluster.train_plan import ENV_FILE, LaunchPlan, TrainRequest, build_plan, check_request, env_file_text
+from xeoncluster.train_plan import ENV_FILE, LaunchPlan, build_plan, check_request, env_file_text
+from xeoncluster.train_request import TrainRequest
 
 # The interface each node reaches the master's private address over (on the master: the one holding it).
 IFACE_PROBE = ("dev=$(ip -o -4 route get {ip} 2>/dev/null | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p'); "

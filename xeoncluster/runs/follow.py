@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from xeoncluster import untrusted
-from xeoncluster.agent.client import agent_alive, run_folder
-from xeoncluster.agent.host import AgentHost
-from xeoncluster.agent.record import RunRecord
 from xeoncluster.errors import TrainingError, XeonClusterError
+from xeoncluster.runs.client import agent_alive, run_folder
+from xeoncluster.runs.host import AgentHost
+from xeoncluster.runs.record import RunRecord
 
 CHUNK_BYTES = 1 << 20
 POLL_SECONDS = 1.0

@@ -8,7 +8,8 @@ from dataclasses import asdict, dataclass, replace
 from pydantic import TypeAdapter
 
 from xeoncluster.storage.base import StorageLocation
-from xeoncluster.train_plan import LaunchPlan, TrainRequest
+from xeoncluster.train_plan import LaunchPlan
+from xeoncluster.train_request import TrainRequest
 
 _REQUEST = TypeAdapter(TrainRequest)
 _PLAN = TypeAdapter(LaunchPlan)

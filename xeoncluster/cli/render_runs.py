@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, cast
 
 from rich.table import Table
 
-from xeoncluster.render import _console, echo_line
+from xeoncluster.cli.render import _console, echo_line
 
 if TYPE_CHECKING:
-    from xeoncluster.agent.record import RunRecord
     from xeoncluster.commands.stored_runs import StoredRun
     from xeoncluster.commands.train import Submitted, TrainOutcome
+    from xeoncluster.runs.record import RunRecord
 
 
 def training_result(outcome: TrainOutcome, cluster: str) -> None:

@@ -17,7 +17,7 @@ from xeoncluster.remote_command import HomePath, all_of, remote_command
 from xeoncluster.remote_layout import PACKAGE_ROOT, VENV
 from xeoncluster.script_plan import check_script_request
 from xeoncluster.stacks import Stack
-from xeoncluster.train_plan import TrainRequest
+from xeoncluster.train_request import TrainRequest
 from xeoncluster.workdir import Workdir
 
 FIND_MODULE = ("import importlib.util, sys\n"

@@ -5,11 +5,11 @@ import os
 import time
 from dataclasses import dataclass
 
-from xeoncluster.agent import client
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import BusyError, XeonClusterError
 from xeoncluster.providers.base import Removed
 from xeoncluster.removals import Removal, find_removal, record_removal
+from xeoncluster.runs import client
 from xeoncluster.state import ClusterRecord, ClusterStatus, StateDir
 
 

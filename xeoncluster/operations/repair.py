@@ -8,9 +8,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from xeoncluster.commands.up_nodes import add_nodes, check_mesh, playbook_runner, write_cluster_files
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import XeonClusterError
+from xeoncluster.operations.up_nodes import add_nodes, check_mesh, playbook_runner, write_cluster_files
 from xeoncluster.playbook import load_playbooks
 from xeoncluster.providers.base import Image, Node
 from xeoncluster.remote import NodeShell

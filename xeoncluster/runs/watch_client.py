@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import shlex
 
-from xeoncluster.agent import client
-from xeoncluster.agent.host import AgentHost
 from xeoncluster.autostop import SETTINGS, STATUS, AutoStop, WatchStatus
 from xeoncluster.context import CommandContext
 from xeoncluster.remote import NodeShell
+from xeoncluster.runs import client
+from xeoncluster.runs.host import AgentHost
 from xeoncluster.state import ClusterRecord
 
 

@@ -11,17 +11,31 @@ replaced stays recorded, as `up` needs it to replace it under its name.
 """
 from __future__ import annotations
 
+from typing import Protocol
+
 from xeoncluster import untrusted
-from xeoncluster.cluster_files import known_hosts, user_ssh_config
-from xeoncluster.commands.up_nodes import preferred_key, read_known
-from xeoncluster.context import CommandContext
+from xeoncluster.cluster_files import known_hosts, preferred_key, read_known, user_ssh_config
+from xeoncluster.config import ClusterConfig
 from xeoncluster.errors import XeonClusterError
-from xeoncluster.providers.base import Node
-from xeoncluster.providers.spec import spec_for
-from xeoncluster.state import ClusterRecord, atomic_write
+from xeoncluster.progress import Reporter
+from xeoncluster.providers.base import Node, Provider
+from xeoncluster.providers.registry import spec_for
+from xeoncluster.remote import SshIdentity
+from xeoncluster.state import ClusterRecord, StateDir, atomic_write
 
 
-def refresh(ctx: CommandContext, record: ClusterRecord) -> ClusterRecord:
+class ClusterView(Protocol):
+    """What a refresh reads of a command's context (CommandContext is one)."""
+
+    config: ClusterConfig
+    state: StateDir
+    provider: Provider
+    reporter: Reporter
+
+    def identity(self) -> SshIdentity: ...
+
+
+def refresh(ctx: ClusterView, record: ClusterRecord) -> ClusterRecord:
     if not ctx.provider.agent_on_master or not record.nodes:
         return record
     try:
@@ -57,7 +71,7 @@ def _still_lost(record: ClusterRecord, live: dict[str, Node], have: int, pins: d
     return lost[:max(0, size - have)]
 
 
-def _trusted(ctx: CommandContext, listed: list[Node], known: dict[str, str], master: Node | None) -> dict[str, Node]:
+def _trusted(ctx: ClusterView, listed: list[Node], known: dict[str, str], master: Node | None) -> dict[str, Node]:
     """The provider's running nodes whose every field passes its rule, one per name. Instances carry the
     tags the master's role gave them at launch, so a name, role or address there is checked like the rest."""
     id_rule = spec_for(ctx.config.provider).instance_id
@@ -83,7 +97,7 @@ def _trusted(ctx: CommandContext, listed: list[Node], known: dict[str, str], mas
     return live
 
 
-def _keys(ctx: CommandContext, live: dict[str, Node], known: dict[str, str], pins: dict[str, str]) -> dict[str, str]:
+def _keys(ctx: ClusterView, live: dict[str, Node], known: dict[str, str], pins: dict[str, str]) -> dict[str, str]:
     """This machine's pin for a node it knew; the provider's out-of-band key for any other."""
     keys = {}
     for name, node in live.items():

@@ -9,9 +9,6 @@ import time
 from dataclasses import replace
 
 from xeoncluster import untrusted
-from xeoncluster.agent.host import AGENT_HOME, APP, AgentHost, LocalHost, MasterHost
-from xeoncluster.agent.record import RunRecord, RunState
-from xeoncluster.agent.submission import Submission
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import RemoteError, TrainingError, XeonClusterError
 from xeoncluster.package_sync import sync_tree
@@ -19,6 +16,9 @@ from xeoncluster.paths import master_files, package_dir
 from xeoncluster.providers.base import Node
 from xeoncluster.remote import NodeShell, RemoteFile
 from xeoncluster.remote_command import HomePath, all_of, remote_command
+from xeoncluster.runs.host import AGENT_HOME, APP, AgentHost, LocalHost, MasterHost
+from xeoncluster.runs.record import RunRecord, RunState
+from xeoncluster.runs.submission import Submission
 from xeoncluster.state import ClusterRecord
 
 RECORD_SEPARATOR = "\x1e"

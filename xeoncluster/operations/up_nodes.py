@@ -4,6 +4,7 @@ from __future__ import annotations
 import shlex
 
 from xeoncluster import cluster_files
+from xeoncluster.cluster_files import preferred_key, read_known
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import XeonClusterError
 from xeoncluster.image import stack_digest
@@ -13,7 +14,7 @@ from xeoncluster.providers.base import Node
 from xeoncluster.remote import NodeShell, RemoteFile
 from xeoncluster.remote_layout import HOSTFILE, KNOWN_HOSTS, MASTER_KEY, SSH_CONFIG, VENV, home_relative
 from xeoncluster.stacks import get_stack
-from xeoncluster.state import ClusterRecord, StateDir, atomic_write
+from xeoncluster.state import ClusterRecord, atomic_write
 
 UNREACHABLE = "xeoncluster-unreachable"
 
@@ -41,22 +42,6 @@ def pin_host_keys(ctx: CommandContext, nodes: list[Node], shell: NodeShell) -> N
     atomic_write(ctx.state.known_hosts, cluster_files.known_hosts(entries))
     atomic_write(ctx.state.ssh_config, cluster_files.user_ssh_config(
         nodes, ctx.identity().user, ctx.state.key, ctx.state.known_hosts))
-
-
-def preferred_key(keys: list[str]) -> str:
-    """ed25519 where the node offers it (what OpenSSH and paramiko negotiate first), else the first."""
-    return next((k for k in keys if k.startswith("ssh-ed25519 ")), keys[0])
-
-
-def read_known(state: StateDir) -> dict[str, str]:
-    if not state.known_hosts.exists():
-        return {}
-    result = {}
-    for line in state.known_hosts.read_text().splitlines():
-        hosts, _, key = line.partition(" ")
-        if key:
-            result[hosts.split(",")[0]] = key
-    return result
 
 
 def playbook_runner(ctx: CommandContext, shell: NodeShell) -> PlaybookRunner:

@@ -1,0 +1,41 @@
+"""Every provider's spec, by name, and the checks of shared config keys that ask each of them."""
+from __future__ import annotations
+
+from typing import Any
+
+from xeoncluster.providers.aws.spec import AWS
+from xeoncluster.providers.local.spec import LOCAL
+from xeoncluster.providers.spec import ProviderSpec
+
+DEFAULT_PROVIDER = "aws"
+
+
+def specs() -> dict[str, ProviderSpec]:
+    return {spec.name: spec for spec in (AWS, LOCAL)}
+
+
+def spec_for(name: str) -> ProviderSpec:
+    return specs()[name]
+
+
+def check_field(key: str, value: Any) -> Any:
+    """Run every provider's check of a shared key; a value no provider accepts is bad input."""
+    for spec in specs().values():
+        check = spec.field_checks.get(key)
+        if check is not None:
+            value = check(value)
+    return value
+
+
+def is_image_id(value: str) -> bool:
+    return any(spec.image_id.fullmatch(value) for spec in specs().values())
+
+
+def image_id_texts() -> str:
+    return ", ".join(spec.image_id_text for spec in specs().values())
+
+
+def check_image(value: str) -> str:
+    if value in ("auto", "none") or is_image_id(value):
+        return value
+    raise ValueError(f"must be 'auto', 'none', {image_id_texts()}")
