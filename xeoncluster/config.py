@@ -17,7 +17,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from xeoncluster.errors import ConfigError
 from xeoncluster.providers.local.spec import LocalSettings
-from xeoncluster.providers.registry import DEFAULT_PROVIDER, check_field, check_image, spec_for, specs
+from xeoncluster.providers.registry import (
+    DEFAULT_PROVIDER,
+    check_field,
+    check_image,
+    is_storage_url,
+    spec_for,
+    specs,
+    storage_forms,
+)
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,23}$"
 FLAGS = {"name": "--name", "provider": "--provider", "region": "--region", "profile": "--profile",
@@ -52,8 +60,8 @@ class SshSettings(_Strict):
 
 class StorageSettings(_Strict):
     """Where runs keep what must outlive the nodes (checkpoints, logs, results): `auto` (S3 on AWS: the
-    account's bucket per region; a folder under $XEONCLUSTER_HOME for local nodes), `s3://BUCKET/PREFIX`,
-    or an absolute folder. `storage: URL` is short for `storage: {url: URL}`."""
+    provider's own default), a URL of the provider's storage (registry.storage_forms()), or an absolute
+    folder. `storage: URL` is short for `storage: {url: URL}`."""
 
     url: str = "auto"
     keep_checkpoints: int = Field(default=3, ge=1, le=100, strict=True)
@@ -70,9 +78,9 @@ class StorageSettings(_Strict):
 
 
 def _storage_url(value: str) -> str:
-    if value == "auto" or re.fullmatch(r"s3://[^/\s]+(/\S*)?|/\S*|file:///\S*", value):
+    if value == "auto" or re.fullmatch(r"/\S*|file:///\S*", value) or is_storage_url(value):
         return value.rstrip("/") if value not in ("/", "file:///") else value
-    raise ValueError("must be auto, s3://BUCKET/PREFIX or an absolute folder")
+    raise ValueError(f"must be auto, {storage_forms()}")
 
 
 class PipSettings(_Strict):

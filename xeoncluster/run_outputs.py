@@ -4,8 +4,10 @@ from __future__ import annotations
 
 # The built-in tasks' results, each written only when the run had something to put in it.
 TASK_RESULTS = ("metrics.json", "predictions.json", "null_odds.json", "loss.png")
+# The agent's final metrics.json while it is written, renamed over metrics.json once whole.
+FINAL_METRICS_TMP = ".xc-metrics.json"
 INTERNAL = ("env", "stop-request", "launcher.pid", "progress.json", ".xc-storage", ".xc-storage.tar",
-            ".xc-results.tar.gz", "model.tar.gz")
+            ".xc-results.tar.gz", "model.tar.gz", FINAL_METRICS_TMP)
 
 
 def is_output(name: str) -> bool:

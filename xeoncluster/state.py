@@ -13,8 +13,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
+from xeoncluster.contract import Versioned
 from xeoncluster.errors import BusyError, ConfigError, XeonClusterError
 from xeoncluster.providers.base import Image, Node
 from xeoncluster.storage.base import StorageLocation
@@ -48,7 +49,7 @@ class ImageRecord(BaseModel):
     base: str | None = None
 
 
-class ClusterRecord(BaseModel):
+class ClusterRecord(Versioned):
     """What state.json holds. It mirrors what exists; the provider's tags/namespaces stay the truth."""
 
     name: str
@@ -65,6 +66,11 @@ class ClusterRecord(BaseModel):
     # Who made the cluster, as the provider tags it (AWS: the creator's UserId): the run agent on the
     # master launches replacements for that owner, and the master's role requires it on its launches.
     owner: str | None = None
+
+    @field_validator("storage", mode="before")
+    @classmethod
+    def _storage(cls, value: Any) -> Any:
+        return StorageLocation.from_dict(value) if isinstance(value, dict) else value
 
     @property
     def ready(self) -> bool:

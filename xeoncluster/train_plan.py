@@ -16,6 +16,7 @@ from xeoncluster.node.glue_data import (
     TASKS as GLUE_TASKS,  # no torch/transformers at import: safe on the user's machine
 )
 from xeoncluster.providers.base import Node
+from xeoncluster.providers.registry import storage_forms
 from xeoncluster.remote_layout import NODE_MODULE, NODE_MODULES, PACKAGE_ROOT, RemoteLayout
 from xeoncluster.stacks import Stack
 from xeoncluster.topology import CpuTopology, RankPlan, mpirun_command, plan_ranks, render_command
@@ -126,8 +127,8 @@ def check_request(request: TrainRequest, stack: Stack) -> None:
         try:
             StorageSettings(url=request.storage)
         except ValueError:
-            raise ConfigError(f"--storage {request.storage!r}: must be s3://BUCKET/PREFIX or an absolute folder",
-                              hint="e.g. --storage s3://my-bucket/runs") from None
+            raise ConfigError(f"--storage {request.storage!r}: must be {storage_forms()}",
+                              hint="or leave it out for the config's storage (README: `storage:`)") from None
     if request.max_restarts < 0:
         raise ConfigError(f"--max-restarts must be 0 or more (got {request.max_restarts})")
     if request.threads is not None and request.threads < 1:

@@ -23,6 +23,7 @@ from aws_helpers import (
 )
 from recording_shell import MESH_MARK
 
+from xeoncluster.contract import VERSION
 from xeoncluster.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY, TAG_ROLE
 
 SIZES = [1, 4, 64]
@@ -72,6 +73,7 @@ def assert_master_files(shell, xc_home, count):
     assert list(shell.files) == ["node0"]
     files = {f.path: f for f in shell.files["node0"]}
     agent = {p.split("/clusters/t1/")[1]: files.pop(p) for p in list(files) if "xeoncluster/agent/clusters/t1/" in p}
+    assert json.loads(files.pop("xeoncluster/agent/version.json").text)["version"] == VERSION
     assert set(files) == {".ssh/id_ed25519", ".ssh/config", ".ssh/known_hosts", "hosts"}
     assert set(agent) == {"state.json", "id_ed25519", "known_hosts", "autostop.json"}
     assert agent["id_ed25519"].mode == 0o600 and json.loads(agent["autostop.json"].text)["idle_minutes"] == 60

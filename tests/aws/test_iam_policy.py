@@ -57,7 +57,7 @@ def test_every_call_of_a_full_lifecycle_is_in_the_policy(xc, make_provider, aws)
     stored.put_text("t1/runs/r/run.json", "{}")
     assert stored.get_text("t1/runs/r/run.json") == "{}" and stored.objects("t1")
     stored.delete(["t1/runs/r/run.json"])
-    moved.storage_location(cluster_config(name="t1"), f"s3://{location.bucket}/mine", Path("/unused"), create=False)
+    moved.storage_location(cluster_config(name="t1"), f"s3://{location.container}/mine", Path("/unused"), create=False)
     assert xc("down", "--name", "t1", "--purge-images").code == 0
     assert xc("down", "--name", "t1").code == 0
 

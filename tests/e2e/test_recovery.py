@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from tests.e2e.conftest import LocalEnv, leftovers
 
@@ -53,6 +54,14 @@ def wait_for_end(env: LocalEnv, cluster: str, run: str, timeout: float = 900) ->
     raise AssertionError(f"run {run} did not end within {timeout}s")
 
 
+def wait_for_stored(path: Path, timeout: float = 120) -> None:
+    """The agent stores the results after the record says the run ended; each file lands whole (renamed)."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} was never stored"
+        time.sleep(0.5)
+
+
 def test_a_detached_run_survives_a_lost_node_with_no_cli_alive(local_env: LocalEnv, warm_image: str) -> None:
     name = "e2erec"
     local_env.ok("up", "--name", name, "--nodes", "2")
@@ -76,6 +85,12 @@ def test_a_detached_run_survives_a_lost_node_with_no_cli_alive(local_env: LocalE
         [restart] = metrics["restarts"]
         assert restart["node"] == "node1" and restart["from_step"] is not None and restart["from_step"] >= SAVE_STEPS
         assert 0 <= metrics["lost_steps"] <= SAVE_STEPS
+        # The agent wrote metrics.json with the restarts before storing it: `logs` after `down` reads this copy.
+        stored = local_env.home / "storage" / name / "runs" / "lost" / "results" / "metrics.json"
+        results = local_env.home / "results" / name / "lost" / "metrics.json"
+        wait_for_stored(stored)
+        assert stored.read_bytes() == results.read_bytes()
+        assert json.loads(stored.read_text())["restarts"] == metrics["restarts"] != []
         status = json.loads(local_env.ok("status", "--name", name, "--json").out)
         assert [n["name"] for n in status["nodes"] if n["replaced"]] == ["node1"]
     finally:

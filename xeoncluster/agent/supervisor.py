@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from xeoncluster.agent.attempt import Attempt, Outcome
 from xeoncluster.agent.failure import failure_line
+from xeoncluster.agent.final_metrics import write_final_metrics
 from xeoncluster.agent.node_watch import NodeWatch
 from xeoncluster.agent.proactive import Replacement
 from xeoncluster.agent.restart import Recovery
@@ -70,7 +71,10 @@ class Supervisor:
 
     def finish(self, state: RunState, exit_code: int, error: str = "") -> int:
         self._forget_env()  # before the record says the run ended: whoever reads that finds the values gone
-        self.update(state=state, exit_code=exit_code, error=error, ended_at=time.time())
+        self.update(ended_at=time.time())  # the cost up to the end, which metrics.json carries
+        if state is RunState.SUCCEEDED:
+            self._final_metrics()  # before too: `train` fetches metrics.json once the record says succeeded
+        self.update(state=state, exit_code=exit_code, error=error)
         if not self.storage.finish(state):
             self.note(f"not everything of run {self.record.run} reached {self.storage.where}; see the agent's log")
         self.update(durable_step=self.storage.durable_step)
@@ -88,6 +92,15 @@ class Supervisor:
         for node in self.plan.nodes:  # one at a time: a node that is gone must not spare the others
             with contextlib.suppress(XeonClusterError):
                 self.control.run([node], command)
+
+    def _final_metrics(self) -> None:
+        """metrics.json with the restarts, lost steps and cost, on the master, where the results are
+        stored and fetched from: every copy of it is this one."""
+        run_dir = RemoteLayout(self.plan.home).run_dir(self.plan.run)
+        try:
+            write_final_metrics(self.control, self.plan.nodes[0], run_dir, self.record)
+        except XeonClusterError as exc:
+            self.note(f"metrics.json keeps what the ranks wrote, without the restarts and cost: {exc.one_line()}")
 
     def _storage_note(self, text: str) -> None:
         self.update(storage_error=text)

@@ -14,8 +14,8 @@ from xeoncluster.commands import stored_runs as stored_cmd
 def storage() -> None:
     """The runs kept in storage (checkpoints, logs, results, models): they outlive the nodes and `down`.
 
-    Storage is the config's `storage:` (auto: on AWS the account's bucket xeoncluster-ACCOUNT-REGION,
-    for local nodes $XEONCLUSTER_HOME/storage).
+    Storage is the config's `storage:` (auto: the provider's default, README says which; for local
+    nodes $XEONCLUSTER_HOME/storage).
     """
 
 

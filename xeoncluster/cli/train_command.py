@@ -10,6 +10,7 @@ from xeoncluster.cli import render, render_runs
 from xeoncluster.cli.group import CONTEXT, PassThroughCommand, cli, cluster_options, command_context, pass_through
 from xeoncluster.commands import train as train_cmd
 from xeoncluster.commands import train_storage
+from xeoncluster.providers.registry import spec_for, storage_forms
 from xeoncluster.stacks import get_stack
 from xeoncluster.train_plan import DEFAULT_MODEL, TASKS, LaunchPlan, check_request, dry_run_plan, parse_env
 from xeoncluster.train_request import SCRIPT_TASK, TrainRequest
@@ -37,7 +38,8 @@ from xeoncluster.train_request import SCRIPT_TASK, TrainRequest
               help="local training file (SQuAD JSON flat or nested; GLUE TSV/CSV/JSON); copied to every node")
 @click.option("--eval-file", type=click.Path(dir_okay=False, path_type=Path), help="local evaluation file")
 @click.option("--model", help=f"hub id or a directory on the nodes (default {DEFAULT_MODEL})")
-@click.option("--run", help="run name (default TASK-TIMESTAMP); results go to the state folder's runs/RUN")
+@click.option("--run", help="run name (default TASK-TIMESTAMP); results go to results/NAME/RUN under "
+              "$XEONCLUSTER_HOME (default ~/.xeoncluster)")
 @click.option("--resume", is_flag=True, help="continue the run (default: the latest) from its last checkpoint")
 @click.option("--resume-from", metavar="CLUSTER/RUN",
               help="continue run RUN of another cluster, CLUSTER, from its newest checkpoint in storage (copied "
@@ -53,8 +55,8 @@ from xeoncluster.train_request import SCRIPT_TASK, TrainRequest
               help="when a node is lost (spot reclaim, crash), replace it and resume from the newest checkpoint "
                    "this many times; 0 fails at once")
 @click.option("--storage", metavar="URL",
-              help="where the run keeps what must outlive the nodes: s3://BUCKET/PREFIX (AWS) or a folder "
-                   "(local nodes); default: the config's storage (auto)")
+              help=f"where the run keeps what must outlive the nodes: {storage_forms()}; default: the "
+                   "config's storage (auto)")
 @click.option("--detach", is_flag=True,
               help="return as soon as the run has started (it goes on on the cluster); follow it later with "
                    "`xeoncluster logs RUN -f`")
@@ -101,7 +103,7 @@ def train(ctx: click.Context, task: str | None, module: str | None, workdir: Pat
         kind = instance_type or context.provider.placement(config).instance_type
         topology = context.provider.machine_topology(kind)
         render.launch_plan(dry_run_plan(request, stack, topology, kind, config.nodes if nodes is None else nodes,
-                                        config.ssh.user or "ubuntu"))
+                                        config.ssh.user or spec_for(config.provider).default_user))
         return
     result = train_cmd.run(context, request, render.echo_line, dry_run, detach)
     if isinstance(result, LaunchPlan):

@@ -30,7 +30,7 @@ def agent_host(ctx: CommandContext) -> AgentHost:
     """The agent's host, or one error that says the master (and with it the agent) is gone."""
     record = ctx.require_up(ready=False)
     try:
-        return client.host_for(ctx, ctx.shell(), record)
+        return client.host_for(ctx, ctx.shell(), record, warn=True)
     except XeonClusterError as exc:
         raise XeonClusterError(
             f"cannot reach the master of cluster '{ctx.config.name}', where its run agent lives: {exc.message}",

@@ -64,7 +64,7 @@ def _autostop(ctx: CommandContext, record: ClusterRecord | None, rows: tuple[Nod
         return ""
     shell = ctx.shell()
     try:
-        found = watch_client.read_status(client.host_for(ctx, shell, record), ctx.config.name)
+        found = watch_client.read_status(client.host_for(ctx, shell, record, warn=True), ctx.config.name)
     except XeonClusterError:
         return ""
     finally:

@@ -166,11 +166,9 @@ def _fetch(ctx: CommandContext, run: str, record: RunRecord, fetch_model: Path |
     untrusted.same_run(record.run, run, "the master's run record")
     cluster = ctx.require_up(ready=False)
     master: Node = cluster.node_list()[0]
-    extra = {"restarts": [r.model_dump() for r in record.restarts], "lost_steps": record.lost_steps,
-             "cost_usd": round(record.cost_usd, 6)}
     shell = ctx.shell()
     try:
-        return fetch_results(shell, master, run, results_dir(ctx, run), fetch_model, extra,
+        return fetch_results(shell, master, run, results_dir(ctx, run), fetch_model,
                              everything=record.task.startswith(SCRIPT_LABELS))
     finally:
         shell.close()

@@ -34,16 +34,16 @@ class Fetched:
 
 
 def fetch_results(shell: NodeShell, master: Node, run: str, run_dir: Path, fetch_model: Path | None,
-                  extra: dict[str, Any] | None = None, everything: bool = False) -> Fetched:
-    """Copy the run's results into `run_dir`; `extra` (restarts, cost) is merged into metrics.json.
-    `everything` (a user's script): the whole output folder, but for its checkpoints."""
+                  everything: bool = False) -> Fetched:
+    """Copy the run's results into `run_dir`, metrics.json as the agent left it (with the restarts and
+    cost: the same file storage keeps). `everything` (a user's script): the whole output folder, but
+    for its checkpoints."""
     remote_run = f"{PACKAGE_ROOT}/runs/{run}"
     metrics_path = run_dir / "metrics.json"
     fetch = _fetch_outputs if everything else _fetch_optional
     results = fetch(shell, master, remote_run, run_dir)
     shell.get(master, f"{remote_run}/metrics.json", metrics_path)
-    metrics = json.loads(metrics_path.read_text()) | (extra or {})
-    metrics_path.write_text(json.dumps(metrics, indent=2) + "\n")
+    metrics = json.loads(metrics_path.read_text())
     fetched = Fetched(metrics, metrics_path, [p for p in results if p != metrics_path])
     if fetch_model is not None:
         fetched.model_dir = _fetch_model(shell, master, remote_run, run_dir, fetch_model)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xeoncluster.context import CommandContext
+from xeoncluster.contract import VERSION
 from xeoncluster.errors import BusyError, ConfigError
 from xeoncluster.image import ImagePlan
 from xeoncluster.operations.repair import RepairResult, health, repair
@@ -33,6 +34,8 @@ def already_up(ctx: CommandContext, record: ClusterRecord) -> UpResult:
         raise ConfigError(f"cluster '{record.name}' has {len(record.nodes)} nodes; shrinking to "
                           f"{ctx.config.nodes} is not supported", hint="`down` first, or pick another --name")
     active = client.active_or_none(ctx, record)
+    if active is not None and upgrade_agent(ctx, record, active.run):
+        return UpResult(record.name, record.node_list(), None, already_up=True)
     if active is not None:
         raise BusyError(f"cluster '{record.name}' is busy: run {active.run} is {active.state.value}; its agent "
                         "replaces lost nodes itself", hint=f"`xeoncluster cancel {active.run} --name {record.name}` "
@@ -52,6 +55,20 @@ def already_up(ctx: CommandContext, record: ClusterRecord) -> UpResult:
     finally:
         shell.close()
     return UpResult(record.name, record.node_list(), None, seconds=result.seconds, repaired=result, autostop=autostop)
+
+
+def upgrade_agent(ctx: CommandContext, record: ClusterRecord, active: str) -> bool:
+    """An agent older than this CLI is replaced while a run is at work: the run's own agent goes on with
+    the code it started with (each version has its folder); the watcher and later runs take the new one."""
+    shell = ctx.shell()
+    try:
+        if client.host_for(ctx, shell, record).agent_version >= VERSION:
+            return False
+        rewatch(ctx, record, shell)
+    finally:
+        shell.close()
+    ctx.reporter.info(f"upgraded the agent of cluster '{record.name}' to version {VERSION}; run {active} goes on")
+    return True
 
 
 def rewatch(ctx: CommandContext, record: ClusterRecord, shell: NodeShell) -> str:

@@ -1,14 +1,16 @@
-"""The instance type a job's pods run on, from the EC2 catalog the `train --dry-run` path uses.
+"""The instance type a job's pods run on, from the machine catalog the `train --dry-run` path uses.
 
-On EKS a node is an EC2 instance, and `node.kubernetes.io/instance-type` carries its EC2 name, so the
-same catalog (cores, sockets, memory, tcmalloc path) sizes the pods.
+On a managed Kubernetes cluster a node is one of the cloud's machines, and `node.kubernetes.io/instance-type`
+carries its name there, so that provider's catalog (cores, sockets, memory, tcmalloc path) sizes the pods.
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
+from types import ModuleType
 
 from xeoncluster.errors import ConfigError
-from xeoncluster.providers.aws import catalog as aws_catalog
+from xeoncluster.providers.registry import DEFAULT_PROVIDER, spec_for
 from xeoncluster.topology import CpuTopology
 
 
@@ -23,13 +25,19 @@ class Machine:
     topology: CpuTopology
 
 
-def machine(instance_type: str) -> Machine:
+def catalog(provider: str = DEFAULT_PROVIDER) -> ModuleType:
+    name = spec_for(provider).catalog or spec_for(DEFAULT_PROVIDER).catalog
+    return importlib.import_module(name)
+
+
+def machine(instance_type: str, provider: str = DEFAULT_PROVIDER) -> Machine:
     """The catalog's facts for `instance_type`; an unknown name is bad input, with the nearest known one."""
-    kind = aws_catalog.lookup(instance_type)
+    known = catalog(provider)
+    kind = known.lookup(instance_type)
     if kind is None:
         unknown = f"--instance-type {instance_type!r}: not in the instance catalog"
-        near = aws_catalog.nearest(instance_type)
+        near = known.nearest(instance_type)
         if near:
             raise ConfigError(f"{unknown} (did you mean '{near}'?)")
-        raise ConfigError(unknown, hint="known types: " + ", ".join(aws_catalog.known_names()))
-    return Machine(kind.name, kind.vcpus, kind.threads_per_core, kind.memory_gib, aws_catalog.topology_of(kind))
+        raise ConfigError(unknown, hint="known types: " + ", ".join(known.known_names()))
+    return Machine(kind.name, kind.vcpus, kind.threads_per_core, kind.memory_gib, known.topology_of(kind))

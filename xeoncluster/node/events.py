@@ -21,6 +21,9 @@ EVENTS_FILE = "events.jsonl"
 
 Kind = Literal["started", "step", "eval", "checkpoint", "notice", "stopped", "finished", "failed"]
 KINDS: tuple[str, ...] = ("started", "step", "eval", "checkpoint", "notice", "stopped", "finished", "failed")
+# The version of the CLI-agent contract (xeoncluster/contract.py takes it from here: this package
+# imports nothing above it). Events without one were printed by ranks before 0.2: version 1.
+EVENTS_VERSION = 2
 # `[3] @xc-event {...}`: the rank label is added by xeoncluster/node/labels.py when the world is larger than one.
 _LINE = re.compile(r"^(?:\[(\d+)\] )?" + re.escape(MARKER) + r"(\{.*\})\s*$")
 
@@ -40,6 +43,7 @@ class RunEvent:
     reason: str = ""        # notice, stopped, failed: why
     deadline: float | None = None  # notice: when the node goes away (epoch seconds), if announced
     lines: tuple[str, ...] = ()    # failed: the last lines of the error
+    version: int = EVENTS_VERSION
 
     def to_json(self) -> str:
         data = {k: v for k, v in asdict(self).items() if v not in (None, "", (), {}) or k in ("kind", "time")}
@@ -53,6 +57,7 @@ class RunEvent:
             raise ValueError(f"unknown event kind {data.get('kind')!r}")
         known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         known["lines"] = tuple(known.get("lines", ()))
+        known.setdefault("version", 1)
         return cls(**known)
 
     @classmethod

@@ -154,8 +154,8 @@ class Provider(ABC):
     shares_host: ClassVar[bool] = False
     # An image can be taken from a running node and finished by the cloud while the node works on.
     bakes_in_background: ClassVar[bool] = False
-    # Where nodes learn of a reclaim in advance (xeoncluster/node/notices.py; EC2 spot: IMDS, about 2 minutes
-    # ahead); None: nodes get no notice.
+    # Where nodes learn of a reclaim in advance (xeoncluster/node/notices.py; a spot market's
+    # warning, minutes ahead); None: nodes get no notice.
     notice_source: ClassVar[str | None] = None
     # The run agent lives on the master (reached over SSH), not on this machine: the cluster outlives
     # the user's machine, and the master can act on it through the provider's API itself.

@@ -27,6 +27,16 @@ def check_field(key: str, value: Any) -> Any:
     return value
 
 
+def is_storage_url(value: str) -> bool:
+    return any(spec.storage_url is not None and spec.storage_url.fullmatch(value) for spec in specs().values())
+
+
+def storage_forms() -> str:
+    """The storage URLs every provider serves, for people: 's3://BUCKET/PREFIX (aws) or an absolute folder'."""
+    served = [f"{spec.storage_url_text} ({spec.name})" for spec in specs().values() if spec.storage_url_text]
+    return ", ".join([*served, "or an absolute folder"]) if served else "an absolute folder"
+
+
 def is_image_id(value: str) -> bool:
     return any(spec.image_id.fullmatch(value) for spec in specs().values())
 

@@ -28,7 +28,7 @@ class Completable(Protocol):
 class ProviderSpec:
     name: str
     image_id: re.Pattern[str]      # what one of its image ids looks like
-    image_id_text: str             # the same, for people: "an AMI id (ami-...)"
+    image_id_text: str             # the same, for people
     default_user: str              # who logs in to its nodes
     instance_id: re.Pattern[str]   # what its nodes' ids look like (checked whole: untrusted.py)
     # The interruption source its nodes poll (xeoncluster/node/notices.py); None: nodes get no notice.
@@ -46,3 +46,11 @@ class ProviderSpec:
     # "module:function(account, boundary) -> (document, how)": the access policy (or the permissions
     # boundary) an account needs to run this provider; "" where it needs none.
     access_documents: str = ""
+    storage_url: re.Pattern[str] | None = None  # the storage URLs it serves besides a folder (checked whole)
+    storage_url_text: str = ""     # the same, for people
+    # Variables of the master's own environment its agent keeps (where the cloud's API is, if not the
+    # public one: a VPC endpoint, the stand-in).
+    agent_env: tuple[str, ...] = ()
+    # A module with lookup(name), nearest(name), known_names() and topology_of(kind) for its machine
+    # types, which also size pods on a Kubernetes cluster of its machines; "" for none.
+    catalog: str = ""

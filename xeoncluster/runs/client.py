@@ -10,13 +10,15 @@ from dataclasses import replace
 
 from xeoncluster import untrusted
 from xeoncluster.context import CommandContext
+from xeoncluster.contract import AGENT_MODULES, AGENT_PATTERN, VERSION, AgentVersion, older_agent_line
 from xeoncluster.errors import RemoteError, TrainingError, XeonClusterError
-from xeoncluster.package_sync import sync_tree
+from xeoncluster.package_sync import sync_tree, tree_digest
 from xeoncluster.paths import master_files, package_dir
 from xeoncluster.providers.base import Node
+from xeoncluster.providers.registry import spec_for
 from xeoncluster.remote import NodeShell, RemoteFile
 from xeoncluster.remote_command import HomePath, all_of, remote_command
-from xeoncluster.runs.host import AGENT_HOME, APP, AgentHost, LocalHost, MasterHost
+from xeoncluster.runs.host import AGENT_HOME, APP, VERSION_FILE, AgentHost, LocalHost, MasterHost
 from xeoncluster.runs.record import RunRecord, RunState
 from xeoncluster.runs.submission import Submission
 from xeoncluster.state import ClusterRecord
@@ -25,15 +27,25 @@ RECORD_SEPARATOR = "\x1e"
 START_TIMEOUT = 60.0
 
 
-def host_for(ctx: CommandContext, shell: NodeShell, record: ClusterRecord) -> AgentHost:
+def host_for(ctx: CommandContext, shell: NodeShell, record: ClusterRecord, warn: bool = False) -> AgentHost:
+    """The agent's host; `warn`: say in one line when the agent there is older than this CLI."""
     if not ctx.provider.agent_on_master:
         return LocalHost(str(ctx.state.home), sys.executable)
     master = record.node_list()[0]
-    home = shell.run([master], "echo $HOME")[master.name]
-    if not home.ok:
-        raise RemoteError(f"cannot reach {master.name} (master), where the run agent lives: {home.last_line()}",
+    probe = shell.run([master], f"echo $HOME; cat {VERSION_FILE} 2>/dev/null || true")[master.name]
+    if not probe.ok:
+        raise RemoteError(f"cannot reach {master.name} (master), where the run agent lives: {probe.last_line()}",
                           hint=f"`xeoncluster status --name {ctx.config.name}` shows which nodes answer")
-    return MasterHost(shell, master, home.stdout.strip())
+    home, _, version = probe.stdout.partition("\n")
+    found = AgentVersion.parse(version).version
+    if warn and found < VERSION:
+        ctx.reporter.warn(older_agent_line(ctx.config.name, found))
+    return MasterHost(shell, master, home.strip(), app=app_digest(), inherit=spec_for(ctx.config.provider).agent_env,
+                      agent_version=found)
+
+
+def app_digest() -> str:
+    return tree_digest(package_dir().parent, master_files())
 
 
 def run_folder(host: AgentHost, cluster: str, run: str) -> str:
@@ -45,7 +57,7 @@ def install(ctx: CommandContext, shell: NodeShell, host: AgentHost, record: Clus
     reached there over their private addresses, with the user's profile meaning nothing."""
     if not isinstance(host, MasterHost):
         return
-    sync_tree(shell, [host.master], package_dir().parent, master_files(), APP.split("/", 1)[1])
+    sync_tree(shell, [host.master], package_dir().parent, master_files(), f"{APP.split('/', 1)[1]}/{host.app}")
     view = record.model_copy(deep=True)
     view.set_nodes([_private(n) for n in record.node_list()])
     view.config = {**record.config, "profile": None, "ssh": {**record.config.get("ssh", {}), "address": "private"}}
@@ -56,7 +68,9 @@ def install(ctx: CommandContext, shell: NodeShell, host: AgentHost, record: Clus
         RemoteFile(f"{folder}/state.json", view.model_dump_json(indent=2), 0o600),
         RemoteFile(f"{folder}/known_hosts", ctx.state.known_hosts.read_text(), 0o600),
         RemoteFile(f"{folder}/id_ed25519", ctx.state.key.read_text(), 0o600),
+        RemoteFile(VERSION_FILE, AgentVersion(version=VERSION, app=host.app).model_dump_json(), 0o644),
     ])
+    host.agent_version = VERSION
 
 
 def _private(node: Node) -> Node:
@@ -122,7 +136,8 @@ def agent_alive(host: AgentHost, record: RunRecord) -> bool:
     if record.agent_pid is None:
         return record.state is RunState.SUBMITTED
     pid = int(record.agent_pid)
-    check = f"kill -0 {pid} 2>/dev/null && tr '\\0' ' ' < /proc/{pid}/cmdline | grep -q xeoncluster.agent && echo alive"
+    check = (f"kill -0 {pid} 2>/dev/null && tr '\\0' ' ' < /proc/{pid}/cmdline | grep -qE {shlex.quote(AGENT_PATTERN)} "
+             "&& echo alive")
     return "alive" in host.run(check).stdout
 
 
@@ -178,7 +193,7 @@ def stop_local_agents(home: str, cluster: str, spare: int | None = None) -> list
         except OSError:
             continue
         ours = f"XEONCLUSTER_HOME={home}".encode() in environ
-        if ours and b"xeoncluster.agent" in argv and cluster.encode() in argv:
+        if ours and any(m.encode() in argv for m in AGENT_MODULES) and cluster.encode() in argv:
             os.kill(int(proc.name), signal.SIGKILL)
             pids.append(int(proc.name))
     return pids

@@ -7,18 +7,23 @@ through shell commands, so `train`, `runs`, `logs` and `cancel` have one code pa
 """
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 from dataclasses import dataclass
 from typing import Protocol
 
+from xeoncluster.contract import AGENT_MODULE, VERSION
 from xeoncluster.errors import RemoteError
 from xeoncluster.providers.base import Node
 from xeoncluster.remote import CommandResult, NodeShell, RemoteFile
 from xeoncluster.remote_layout import PACKAGE_ROOT, VENV
 
 AGENT_HOME = f"{PACKAGE_ROOT}/agent"  # on the master, relative to the login home
-APP = f"{PACKAGE_ROOT}/app"            # the xeoncluster package (its agent and what it reads) on the master
+# The xeoncluster package (its agent and what it reads) on the master, one folder per content digest:
+# installing a newer one never pulls the code from under an agent still at work on a run.
+APP = f"{PACKAGE_ROOT}/app"
+VERSION_FILE = f"{AGENT_HOME}/version.json"
 
 
 class AgentHost(Protocol):
@@ -30,6 +35,10 @@ class AgentHost(Protocol):
     def home(self) -> str:
         """The agent's XEONCLUSTER_HOME on that host."""
 
+    @property
+    def agent_version(self) -> int:
+        """The contract version of the agent installed there (contract.py)."""
+
     def run(self, command: str) -> CommandResult: ...
 
     def write(self, path: str, text: str, mode: int = 0o644) -> None: ...
@@ -39,7 +48,7 @@ class AgentHost(Protocol):
 
 
 def agent_command(python: str, args: list[str]) -> str:
-    return shlex.join([python, "-m", "xeoncluster.agent", *args])
+    return shlex.join([python, "-m", AGENT_MODULE, *args])
 
 
 @dataclass
@@ -49,10 +58,11 @@ class LocalHost:
     home: str
     python: str
     name: str = "this machine"
+    agent_version: int = VERSION  # the agent runs from this very package
 
     def run(self, command: str) -> CommandResult:
         done = subprocess.run(["bash", "-c", command], capture_output=True, text=True)
-        return CommandResult("local", done.returncode, done.stdout, done.stderr)
+        return CommandResult(self.name, done.returncode, done.stdout, done.stderr)
 
     def write(self, path: str, text: str, mode: int = 0o644) -> None:
         from pathlib import Path
@@ -77,6 +87,9 @@ class MasterHost:
     master: Node
     home_dir: str  # the login home on the master, e.g. /home/ubuntu
     name: str = "node0 (master)"
+    app: str = ""  # the digest of this CLI's agent code (APP/DIGEST), which the agents it starts run
+    inherit: tuple[str, ...] = ()  # the master's own variables its agents keep (the provider's agent_env)
+    agent_version: int = VERSION   # what the installed agent says it is (version.json)
 
     @property
     def home(self) -> str:
@@ -90,12 +103,12 @@ class MasterHost:
 
     def start(self, unit: str, args: list[str], log: str) -> None:
         """A transient systemd unit of the login user; where there is no systemd, a detached process."""
-        env = {"XEONCLUSTER_HOME": self.home, "PYTHONPATH": f"{self.home_dir}/{APP}"}
+        env = {"XEONCLUSTER_HOME": self.home, "PYTHONPATH": f"{self.home_dir}/{APP}/{self.app}"}
         command = agent_command(f"{self.home_dir}/{VENV}/bin/python", args)
         user = "$(id -un)"
-        # The master's own idea of where the cloud's API is, if it has one (a VPC endpoint, the stand-in).
         setenv = " ".join(f"--setenv={k}={shlex.quote(v)}" for k, v in env.items())
-        setenv += ' ${AWS_ENDPOINT_URL:+"--setenv=AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL"}'
+        setenv += "".join(f' ${{{name}:+"--setenv={name}=${name}"}}' for name in self.inherit
+                          if re.fullmatch(r"[A-Z][A-Z0-9_]*", name))
         systemd = (f"sudo -n systemd-run --quiet --collect --unit={shlex.quote(unit)} --uid={user} --gid=$(id -gn) "
                    f"{setenv} --working-directory={shlex.quote(self.home_dir)} "
                    f"--property=StandardOutput=append:{shlex.quote(log)} "

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from xeoncluster.contract import Versioned
 from xeoncluster.state import atomic_write
 
 
@@ -51,7 +52,7 @@ class Restart(BaseModel):
                 f"{self.lost_steps} step(s) lost; recovery took {self.seconds:.0f}s")
 
 
-class RunRecord(BaseModel):
+class RunRecord(Versioned):
     run: str
     cluster: str
     task: str
@@ -70,7 +71,7 @@ class RunRecord(BaseModel):
     nodes: list[str] = Field(default_factory=list)
     notices: list[str] = Field(default_factory=list)  # nodes that announced they are going away
     log: str = ""                # where the run's log is: a path on this machine, or HOST:PATH
-    storage: str = ""            # where the run is kept beyond the nodes (s3://... or a folder)
+    storage: str = ""            # where the run is kept beyond the nodes (a provider's storage URL or a folder)
     durable_step: int | None = None  # the newest checkpoint stored completely
     storage_error: str = ""      # the last upload that failed for good (training went on)
 

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, replace
 
 from pydantic import TypeAdapter
 
+from xeoncluster.contract import VERSION
 from xeoncluster.storage.base import StorageLocation
 from xeoncluster.train_plan import LaunchPlan
 from xeoncluster.train_request import TrainRequest
@@ -26,7 +27,7 @@ class Submission:
     def to_json(self) -> str:
         """The request without its --env values (only their names), and the plan."""
         public = replace(self.request, env=tuple((name, "") for name, _ in self.request.env))
-        return json.dumps({"request": json.loads(_REQUEST.dump_json(public)),
+        return json.dumps({"version": VERSION, "request": json.loads(_REQUEST.dump_json(public)),
                            "plan": json.loads(_PLAN.dump_json(self.plan)),
                            "storage": asdict(self.storage) if self.storage else None,
                            "keep_checkpoints": self.keep_checkpoints, "restore_step": self.restore_step}, indent=1)
@@ -40,6 +41,6 @@ class Submission:
         request = _REQUEST.validate_python(data["request"])
         values = json.loads(env_text or "{}")
         request = replace(request, env=tuple((name, str(values.get(name, ""))) for name, _ in request.env))
-        storage = StorageLocation(**data["storage"]) if data.get("storage") else None
+        storage = StorageLocation.from_dict(data["storage"]) if data.get("storage") else None
         return cls(request, _PLAN.validate_python(data["plan"]), storage, int(data.get("keep_checkpoints", 3)),
                    data.get("restore_step"))

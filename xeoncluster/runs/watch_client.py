@@ -6,6 +6,7 @@ import shlex
 
 from xeoncluster.autostop import SETTINGS, STATUS, AutoStop, WatchStatus
 from xeoncluster.context import CommandContext
+from xeoncluster.contract import AGENT_PATTERN, VERSION
 from xeoncluster.remote import NodeShell
 from xeoncluster.runs import client
 from xeoncluster.runs.host import AgentHost
@@ -26,7 +27,10 @@ def keep_watch(ctx: CommandContext, shell: NodeShell, record: ClusterRecord) -> 
     running one picks new settings up at its next check; with both off it ends by itself)."""
     settings = settings_for(ctx, record)
     host = client.host_for(ctx, shell, record)
+    older = host.agent_version < VERSION
     client.install(ctx, shell, host, record)
+    if older:
+        stop_watcher(host, ctx.config.name)
     where = folder(host, ctx.config.name)
     host.write(f"{where}/{SETTINGS}", settings.model_dump_json(indent=1))
     if not settings.off and not watcher_alive(host, ctx.config.name):
@@ -52,9 +56,20 @@ def watcher_alive(host: AgentHost, cluster: str) -> bool:
     status = found[1] if found else None
     if status is None or status.pid is None or status.state == "off":
         return False
-    check = (f"kill -0 {status.pid} 2>/dev/null && tr '\\0' ' ' < /proc/{status.pid}/cmdline "
-             f"| grep -q 'xeoncluster.agent watch' && echo alive")
-    return "alive" in host.run(check).stdout
+    return "alive" in host.run(f"{_is_watcher(status.pid)} && echo alive").stdout
+
+
+def _is_watcher(pid: int) -> str:
+    pattern = shlex.quote(f"{AGENT_PATTERN} watch")
+    return f"kill -0 {int(pid)} 2>/dev/null && tr '\\0' ' ' < /proc/{int(pid)}/cmdline | grep -qE {pattern}"
+
+
+def stop_watcher(host: AgentHost, cluster: str) -> None:
+    """An older agent's watcher gives way to this version's (a run agent at work keeps its own code)."""
+    found = read_status(host, cluster)
+    status = found[1] if found else None
+    if status is not None and status.pid is not None:
+        host.run(f"{_is_watcher(status.pid)} && kill {int(status.pid)}; true")
 
 
 def removing(host: AgentHost, cluster: str) -> bool:

@@ -1,5 +1,5 @@
-"""The storage interface every backend implements (a folder here, S3 on AWS), and the layout of a
-cluster's runs in it:
+"""The storage interface every backend implements (a folder here, a provider's object store), and the
+layout of a cluster's runs in it:
 
     PREFIX/CLUSTER/runs/RUN/run.json, train.log, events.jsonl
     PREFIX/CLUSTER/runs/RUN/checkpoints/checkpoint-N/...   (MANIFEST.json written last: durable)
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 MANIFEST = "MANIFEST.json"
 
@@ -24,15 +24,24 @@ class StoredObject:
 
 @dataclass(frozen=True)
 class StorageLocation:
-    """A storage root: `s3://BUCKET/PREFIX`, or a folder."""
+    """A storage root, opaque here: its URL as the user sees it (the provider's own form, or a folder).
+    Only the provider that made it reads `container` and `owner`."""
 
-    url: str            # as the user sees it
-    bucket: str = ""    # S3
-    prefix: str = ""    # S3 key prefix, without slashes at either end
-    folder: str = ""    # a folder on the machine that runs the agent
-    # S3: the account that must own the bucket, sent with every request (ExpectedBucketOwner). It travels
-    # with the location so that the agent on the master, under the master's role, never has to ask.
+    url: str             # as the user sees it
+    container: str = ""  # the provider's store the keys live in (a bucket); "" for a folder
+    prefix: str = ""     # key prefix inside the container, without slashes at either end
+    folder: str = ""     # a folder on the machine that runs the agent
+    # The account that must own the container, sent with every request. It travels with the location
+    # so that the agent on the master, under the master's role, never has to ask.
     owner: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StorageLocation:
+        """Also as records before 0.2 wrote it, when the container was called a bucket."""
+        data = dict(data)
+        if "bucket" in data:
+            data.setdefault("container", data.pop("bucket"))
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
     def key(self, *parts: str) -> str:
         return "/".join(p.strip("/") for p in (self.prefix, *parts) if p.strip("/"))
@@ -46,7 +55,8 @@ class StorageLocation:
     def where(self, cluster: str, run: str | None = None) -> str:
         """A cluster's (or one of its runs') place in the storage, for people."""
         inner = self.run_key(cluster, run) if run else self.cluster_key(cluster)
-        return f"s3://{self.bucket}/{inner}" if self.bucket else str(Path(self.folder) / inner)
+        root = self.url.removesuffix(f"/{self.prefix}") if self.prefix else self.url
+        return f"{root.rstrip('/')}/{inner}" if self.container else str(Path(self.folder) / inner)
 
 
 class Storage(Protocol):

@@ -114,7 +114,7 @@ class AwsProvider(Provider):
         """The master's role and instance profile, scoped to this cluster and its storage (aws_role.py)."""
         with translated(f"preparing the master's role for {cluster.name}"):
             network = network or aws_prepare.find_network(self.ec2, cluster)
-            prefix = (storage.bucket, storage.cluster_key(cluster.name)) if storage and storage.bucket else None
+            prefix = (storage.container, storage.cluster_key(cluster.name)) if storage and storage.container else None
             scope = aws_role.RoleScope(
                 cluster.name, self.region, self.account_id(), str(network.security_group_id),
                 tuple(network.subnets.values()), self._base_image_id(cluster), image_key, prefix,

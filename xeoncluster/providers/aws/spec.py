@@ -64,4 +64,8 @@ AWS = ProviderSpec(
     factory="xeoncluster.providers.aws.provider:make",
     up_minutes=15.0,  # a first bake of a 100 GiB root volume, and the nodes' boots
     access_documents="xeoncluster.providers.aws.access:access_documents",
+    storage_url=re.compile(r"s3://[^/\s]+(/\S*)?"),
+    storage_url_text="s3://BUCKET/PREFIX",
+    agent_env=("AWS_ENDPOINT_URL",),
+    catalog="xeoncluster.providers.aws.catalog",
 )

@@ -33,7 +33,7 @@ def parse_s3_url(url: str) -> StorageLocation:
     if not url.startswith("s3://") or not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", bucket):
         raise ConfigError(f"storage: {url!r} is not an S3 location such as s3://my-bucket/runs",
                           hint="bucket names are 3-63 lowercase letters, digits, '-' and '.'; or use storage: auto")
-    return StorageLocation(url=url.rstrip("/"), bucket=bucket, prefix=prefix.strip("/"))
+    return StorageLocation(url=url.rstrip("/"), container=bucket, prefix=prefix.strip("/"))
 
 
 def resolve(s3: Any, url: str, account: str, region: str, create: bool,
@@ -43,11 +43,11 @@ def resolve(s3: Any, url: str, account: str, region: str, create: bool,
     if url == "auto":
         bucket = auto_bucket(account, region)
         ensure_auto_bucket(s3, bucket, region, account, create, report)
-        return StorageLocation(url=f"s3://{bucket}", bucket=bucket, owner=account)
+        return StorageLocation(url=f"s3://{bucket}", container=bucket, owner=account)
     if not url.startswith("s3://"):
         raise ConfigError(f"storage: {url!r}: on AWS, runs are kept in S3", hint="storage: auto, or s3://BUCKET/PREFIX")
     location = replace(parse_s3_url(url), owner=account)
-    check_named_bucket(s3, location.bucket, region, account, create, report)
+    check_named_bucket(s3, location.container, region, account, create, report)
     return location
 
 
@@ -136,18 +136,18 @@ class S3Storage:
                                 unique_id=f"xeoncluster-expected-bucket-owner-{location.owner}")
 
     def put_file(self, path: Path, key: str) -> None:
-        self.s3.upload_file(str(path), self.location.bucket, key, ExtraArgs=self.expect, Config=TRANSFER)
+        self.s3.upload_file(str(path), self.location.container, key, ExtraArgs=self.expect, Config=TRANSFER)
 
     def put_text(self, key: str, text: str) -> None:
-        self.s3.put_object(Bucket=self.location.bucket, Key=key, Body=text.encode(), **self.expect)
+        self.s3.put_object(Bucket=self.location.container, Key=key, Body=text.encode(), **self.expect)
 
     def get_file(self, key: str, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.s3.download_file(self.location.bucket, key, str(path), ExtraArgs=self.expect, Config=TRANSFER)
+        self.s3.download_file(self.location.container, key, str(path), ExtraArgs=self.expect, Config=TRANSFER)
 
     def get_text(self, key: str) -> str | None:
         try:
-            body = self.s3.get_object(Bucket=self.location.bucket, Key=key, **self.expect)["Body"]
+            body = self.s3.get_object(Bucket=self.location.container, Key=key, **self.expect)["Body"]
             return str(body.read().decode())
         except ClientError as exc:
             if error_code(exc) in ("NoSuchKey", "404"):
@@ -156,7 +156,7 @@ class S3Storage:
 
     def objects(self, prefix: str) -> list[StoredObject]:
         pages = self.s3.get_paginator("list_objects_v2").paginate(
-            Bucket=self.location.bucket, Prefix=prefix.rstrip("/") + "/" if prefix else "", **self.expect)
+            Bucket=self.location.container, Prefix=prefix.rstrip("/") + "/" if prefix else "", **self.expect)
         try:
             return [StoredObject(o["Key"], int(o["Size"])) for page in pages for o in page.get("Contents", [])]
         except ClientError as exc:
@@ -167,11 +167,12 @@ class S3Storage:
     def delete(self, keys: list[str]) -> None:
         for start in range(0, len(keys), 1000):
             batch = [{"Key": k} for k in keys[start:start + 1000]]
-            self.s3.delete_objects(Bucket=self.location.bucket, Delete={"Objects": batch, "Quiet": True}, **self.expect)
+            self.s3.delete_objects(Bucket=self.location.container, Delete={"Objects": batch, "Quiet": True},
+                                   **self.expect)
 
     def copy(self, source: str, target: str) -> None:
-        self.s3.copy_object(Bucket=self.location.bucket, Key=target,
-                            CopySource={"Bucket": self.location.bucket, "Key": source},
+        self.s3.copy_object(Bucket=self.location.container, Key=target,
+                            CopySource={"Bucket": self.location.container, "Key": source},
                             ExpectedSourceBucketOwner=self.owner, **self.expect)
 
 

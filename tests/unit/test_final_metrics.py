@@ -1,0 +1,102 @@
+"""The run's end on the agent: metrics.json on the master gains the restarts, lost steps and cost before
+the results are stored, and `train` fetches that file as it is, so the copy in storage and the one in the
+results folder are the same bytes. A run that wrote no metrics.json gets none."""
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from xeoncluster.agent import storage_sync
+from xeoncluster.agent.supervisor import Supervisor
+from xeoncluster.commands.train_results import fetch_results
+from xeoncluster.config import ClusterConfig
+from xeoncluster.context import CommandContext
+from xeoncluster.progress import Reporter
+from xeoncluster.providers.base import Node
+from xeoncluster.providers.local.provider import LocalProvider
+from xeoncluster.remote import CommandResult, RemoteFile
+from xeoncluster.runs.record import Restart, RunFiles, RunRecord, RunState
+from xeoncluster.runs.submission import Submission
+from xeoncluster.stacks import get_stack
+from xeoncluster.state import StateDir
+from xeoncluster.storage.base import StorageLocation
+from xeoncluster.topology import CpuTopology
+from xeoncluster.train_plan import build_plan
+from xeoncluster.train_request import TrainRequest
+
+MASTER = Node("node0", "n0", "10.0.0.2", "10.0.0.2", "master", "local")
+
+
+class FolderShell:
+    """A master whose login home is a folder here: commands run in bash there, files are copied."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+
+    def run(self, nodes: list[Node], command: str) -> dict[str, CommandResult]:
+        done = subprocess.run(["bash", "-c", command], cwd=self.home, capture_output=True, text=True)
+        return {nodes[0].name: CommandResult(nodes[0].name, done.returncode, done.stdout, done.stderr)}
+
+    def put_files(self, node: Node, files: list[RemoteFile]) -> None:
+        for item in files:
+            (self.home / item.path).write_text(item.text)
+
+    def get(self, node: Node, remote_path: str, local: Path) -> None:
+        local.parent.mkdir(parents=True, exist_ok=True)
+        local.write_bytes((self.home / remote_path).read_bytes())
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture(autouse=True)
+def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(storage_sync, "RETRY_DELAYS", (0, 0))
+
+
+def supervisor(tmp_path: Path, shell: FolderShell) -> Supervisor:
+    """The agent of run r1 on cluster c1, which lost node1 once, storing into a folder."""
+    config = ClusterConfig.model_validate({"name": "c1", "provider": "local"})
+    ctx = CommandContext(config, StateDir("c1", tmp_path / "home"), LocalProvider(tmp_path / "root"), Reporter(),
+                         shell_factory=lambda _identity: shell)  # type: ignore[arg-type,return-value]
+    request = TrainRequest(task="squad", demo=True)
+    plan = build_plan(request, get_stack("stock"), [MASTER], CpuTopology(1, 2, 1, 1, 2), str(shell.home), "r1", {})
+    store = str(tmp_path / "store")
+    files = RunFiles(tmp_path / "agent" / "r1")
+    restart = Restart(node="node1", reason="gone", from_step=40, seconds=3.2, lost_steps=17, replacement="node1")
+    files.save(RunRecord(run="r1", cluster="c1", task="squad", state=RunState.RUNNING, restarts=[restart],
+                         cost_usd=0.1234567891))
+    agent = Supervisor(ctx, files, Submission(request, plan, StorageLocation(url=store, folder=store)))
+    agent.storage.start(shell, agent.plan)  # type: ignore[arg-type]
+    return agent
+
+
+def test_storage_and_the_results_folder_hold_the_agents_metrics_json(tmp_path: Path) -> None:
+    shell = FolderShell(tmp_path / "node")
+    run_dir = shell.home / "xeoncluster" / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.json").write_text(json.dumps({"f1": 80.5, "global_steps": 400}, indent=2) + "\n")
+    agent = supervisor(tmp_path, shell)
+    assert agent.finish(RunState.SUCCEEDED, 0) == 0
+    stored = (tmp_path / "store" / "c1" / "runs" / "r1" / "results" / "metrics.json").read_bytes()
+    metrics = json.loads(stored)
+    assert metrics["f1"] == 80.5 and metrics["lost_steps"] == 17 and metrics["cost_usd"] == 0.123457
+    assert [r["node"] for r in metrics["restarts"]] == ["node1"] and metrics["restarts"][0]["from_step"] == 40
+    fetched = fetch_results(shell, MASTER, "r1", tmp_path / "results", None)  # type: ignore[arg-type]
+    assert fetched.metrics_path.read_bytes() == stored == (run_dir / "metrics.json").read_bytes()
+    assert fetched.metrics == metrics
+    assert not (run_dir / ".xc-metrics.json").exists()
+
+
+def test_a_run_that_wrote_no_metrics_gets_none(tmp_path: Path) -> None:
+    shell = FolderShell(tmp_path / "node")
+    run_dir = shell.home / "xeoncluster" / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    agent = supervisor(tmp_path, shell)
+    assert agent.finish(RunState.SUCCEEDED, 0) == 0
+    assert not (run_dir / "metrics.json").exists()
+    assert not (tmp_path / "store" / "c1" / "runs" / "r1" / "results").exists()
+    assert RunFiles(tmp_path / "agent" / "r1").load().state is RunState.SUCCEEDED  # type: ignore[union-attr]

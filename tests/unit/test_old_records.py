@@ -1,0 +1,71 @@
+"""Records as an agent before 0.2 wrote them (no version; the storage container called a bucket; ranks
+launched as `-m training`) are read by this CLI as they were meant."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from xeoncluster.contract import UNVERSIONED, VERSION, AgentVersion
+from xeoncluster.node.events import EVENTS_VERSION, RunEvent
+from xeoncluster.providers.base import Node
+from xeoncluster.runs.record import RunRecord, RunState
+from xeoncluster.runs.submission import Submission
+from xeoncluster.stacks import get_stack
+from xeoncluster.state import ClusterRecord
+from xeoncluster.topology import CpuTopology
+from xeoncluster.train_plan import build_plan, launched_task
+from xeoncluster.train_request import TrainRequest
+
+RUN_JSON_0_1 = {"run": "squad-1", "cluster": "t1", "task": "squad", "state": "succeeded", "step": 300,
+                "total_steps": 300, "restarts": [{"node": "node1", "reason": "spot reclaim", "from_step": 100,
+                                                  "seconds": 41.0, "lost_steps": 12, "replacement": "node1"}],
+                "submitted_at": 1.0, "started_at": 2.0, "ended_at": 302.0, "exit_code": 0, "error": "",
+                "agent_pid": 4242, "cost_usd": 0.0123, "usd_per_hour": 0.34, "nodes": ["node0", "node1"],
+                "notices": [], "log": "node0:/home/ubuntu/xeoncluster/agent/clusters/t1/runs/squad-1/train.log",
+                "storage": "s3://xeoncluster-123456789012-us-east-1/t1/runs/squad-1", "durable_step": 300,
+                "storage_error": ""}
+STORAGE_0_1 = {"url": "s3://xeoncluster-123456789012-us-east-1", "bucket": "xeoncluster-123456789012-us-east-1",
+               "prefix": "", "folder": "", "owner": "123456789012"}
+
+
+def test_an_unversioned_run_record_is_read_as_version_1() -> None:
+    record = RunRecord.model_validate_json(json.dumps(RUN_JSON_0_1))
+    assert record.version == UNVERSIONED and record.state is RunState.SUCCEEDED
+    assert record.lost_steps == 12 and record.summary()["restarts"] == 1
+    assert RunRecord(run="r", cluster="c", task="squad").version == VERSION
+    assert json.loads(record.model_dump_json())["version"] == VERSION  # what this code writes is this version
+
+
+def test_a_state_file_with_a_bucket_keeps_its_storage() -> None:
+    state = ClusterRecord.model_validate_json(json.dumps({"name": "t1", "provider": "aws", "storage": STORAGE_0_1}))
+    assert state.version == UNVERSIONED and state.storage is not None
+    assert state.storage.container == "xeoncluster-123456789012-us-east-1"
+    assert state.storage.where("t1", "r1") == "s3://xeoncluster-123456789012-us-east-1/t1/runs/r1"
+
+
+def test_a_request_without_a_version_is_submitted_as_it_was(tmp_path: Path) -> None:
+    request = TrainRequest(task="squad", demo=True, trainer_args=("--max-steps", "5"))
+    nodes = [Node("node0", "n0", "10.0.0.2", "10.0.0.2", "master", "local")]
+    plan = build_plan(request, get_stack("stock"), nodes, CpuTopology(1, 2, 1, 1, 2), "/root", "r1", {})
+    written = json.loads(Submission(request, plan).to_json())
+    assert written["version"] == VERSION
+    old = {k: v for k, v in written.items() if k != "version"} | {"storage": STORAGE_0_1}
+    submission = Submission.from_json(json.dumps(old))
+    assert submission.request == request and submission.storage is not None
+    assert submission.storage.container == STORAGE_0_1["bucket"] and submission.storage.owner == "123456789012"
+
+
+def test_events_and_launches_of_old_ranks_are_understood(tmp_path: Path) -> None:
+    event = RunEvent.from_json('{"kind": "step", "rank": 0, "step": 5, "time": 1.5, "total": 10}')
+    assert event.version == 1 and event.step == 5
+    assert json.loads(RunEvent("step", step=1).to_json())["version"] == EVENTS_VERSION == VERSION
+    launch = tmp_path / "launch.json"
+    launch.write_text(json.dumps({"argv": ["/home/ubuntu/venv/bin/python", "-m", "training", "glue", "--task", "rte"]}))
+    assert launched_task(launch) == "glue"
+
+
+def test_a_version_file_from_the_master_is_read_strictly() -> None:
+    assert AgentVersion.parse("").version == UNVERSIONED
+    assert AgentVersion.parse('{"version": 2, "app": "0123abcd"}').version == 2
+    for forged in ('{"version": "2"}', '{"version": 2, "app": "../../x"}', "not json", '{"version": -5}'):
+        assert AgentVersion.parse(forged).version == UNVERSIONED
