@@ -8,6 +8,7 @@ that `xeoncluster up` upgrades it.
 """
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
@@ -22,6 +23,13 @@ UNVERSIONED = 1  # what a record without a version is: written by an agent befor
 AGENT_MODULE = "xeoncluster.agent"
 AGENT_MODULES = (AGENT_MODULE, "provisioner.agent")
 AGENT_PATTERN = r"(xeoncluster|provisioner)\.agent"
+
+
+def is_agent(pid: int, role: str = "") -> str:
+    """A shell test that succeeds when process `pid` is alive and is one of our agents (`role`: run or
+    watch; "" for either). A recorded pid may have been reused by anything since."""
+    pattern = shlex.quote(f"{AGENT_PATTERN} {role}".rstrip())
+    return f"kill -0 {int(pid)} 2>/dev/null && tr '\\0' ' ' < /proc/{int(pid)}/cmdline | grep -qE {pattern}"
 
 
 class Versioned(BaseModel):

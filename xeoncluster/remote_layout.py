@@ -57,3 +57,46 @@ class RemoteLayout:
 
     def run_dir(self, run: str) -> str:
         return self.path(f"{PACKAGE_ROOT}/runs/{run}")
+
+
+# The agent's side of a cluster, on the host it lives on (the master on a cloud, this machine for local
+# nodes), relative to the login home on the master. Both the CLI (runs/) and the agent use these.
+AGENT_HOME = f"{PACKAGE_ROOT}/agent"
+# The xeoncluster package (its agent and what it reads) on the master, one folder per content digest:
+# installing a newer one never pulls the code from under an agent still at work on a run.
+APP = f"{PACKAGE_ROOT}/app"
+VERSION_FILE = f"{AGENT_HOME}/version.json"
+
+
+@dataclass(frozen=True)
+class RunFolder:
+    """One run's folder on the agent's host; runs/record.py says what each file holds."""
+
+    path: str
+    RECORD = "run.json"
+    REQUEST = "request.json"
+    ENV = "env"
+    LAUNCH = "launch.json"
+    LOG = "train.log"
+    EVENTS = "events.jsonl"
+    AGENT_LOG = "agent.log"
+    CANCEL = "cancel"
+
+    def file(self, name: str) -> str:
+        return f"{self.path}/{name}"
+
+
+@dataclass(frozen=True)
+class AgentLayout:
+    """Every folder of the agent's home (its XEONCLUSTER_HOME on its host)."""
+
+    home: str
+
+    def cluster(self, cluster: str) -> str:
+        return f"{self.home}/clusters/{cluster}"
+
+    def runs(self, cluster: str) -> str:
+        return f"{self.cluster(cluster)}/runs"
+
+    def run(self, cluster: str, run: str) -> RunFolder:
+        return RunFolder(f"{self.runs(cluster)}/{run}")

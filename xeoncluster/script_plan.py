@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xeoncluster.errors import ConfigError
+from xeoncluster.node.rank_env import XC_DATA_DIR, XC_OUTPUT_DIR, XC_RUN, XC_WORKDIR
 from xeoncluster.remote_layout import PACKAGE_ROOT, RemoteLayout
 from xeoncluster.train_request import SCRIPT_TASK
 from xeoncluster.workdir import Workdir, scan
@@ -98,8 +99,8 @@ def data_dir(home: str, run: str) -> str:
 
 def script_env(home: str, run: str, workdir: Workdir) -> dict[str, str]:
     layout = RemoteLayout(home)
-    return {"XC_OUTPUT_DIR": layout.run_dir(run), "XC_DATA_DIR": data_dir(home, run), "XC_RUN": run,
-            "XC_WORKDIR": layout.path(f"{PACKAGE_ROOT}/{workdir.remote}"),
+    return {XC_OUTPUT_DIR: layout.run_dir(run), XC_DATA_DIR: data_dir(home, run), XC_RUN: run,
+            XC_WORKDIR: layout.path(f"{PACKAGE_ROOT}/{workdir.remote}"),
             # accelerate on CPU-only nodes: without it, each rank would be a world of one.
             "ACCELERATE_USE_CPU": "1"}
 

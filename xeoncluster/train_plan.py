@@ -15,6 +15,7 @@ from xeoncluster.node import stack_rules
 from xeoncluster.node.glue_data import (
     TASKS as GLUE_TASKS,  # no torch/transformers at import: safe on the user's machine
 )
+from xeoncluster.node.rank_env import STOP_FILE, XC_ENV_FILE, XC_NOTICE_POLICY, XC_NOTICES, XC_STACK, XC_STOP_FILE
 from xeoncluster.providers.base import Node
 from xeoncluster.providers.registry import storage_forms
 from xeoncluster.remote_layout import NODE_MODULE, NODE_MODULES, PACKAGE_ROOT, RemoteLayout
@@ -27,7 +28,6 @@ LAUNCHER_ENV = "I_MPI_HYDRA_BRANCH_COUNT=-1"
 DEFAULT_MODEL = "distilbert-base-uncased"
 DEFAULT_DATASETS = {"squad": "squad", "glue": "glue"}
 REDACTED = "<redacted>"
-STOP_FILE = "stop-request"
 ENV_FILE = "env"  # in the run's folder on every node: --env values, mode 0600, read by `python -m xeoncluster.node`
 
 
@@ -177,7 +177,7 @@ def launch_env(request: TrainRequest, stack: Stack, home: str, run: str, iface: 
     read them from the run's 0600 env file (XC_ENV_FILE) before anything else."""
     # No PYTHONUNBUFFERED: unbuffered print() writes text and newline separately, and Intel MPI's
     # -l labels each write, splitting lines. The training package flushes whole lines itself.
-    env = {"PYTHONPATH": RemoteLayout(home).node_lib, "XC_STACK": stack.name, "TOKENIZERS_PARALLELISM": "false"}
+    env = {"PYTHONPATH": RemoteLayout(home).node_lib, XC_STACK: stack.name, "TOKENIZERS_PARALLELISM": "false"}
     if iface:
         # gloo and Hydra otherwise pick an address by resolving the hostname, which fails in VPCs
         # without DNS hostnames; the interface that reaches the master's private address always works.
@@ -185,14 +185,14 @@ def launch_env(request: TrainRequest, stack: Stack, home: str, run: str, iface: 
     if request.offline or request.demo:
         env |= {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     if request.env:
-        env["XC_ENV_FILE"] = f"{RemoteLayout(home).run_dir(run)}/{ENV_FILE}"
+        env[XC_ENV_FILE] = f"{RemoteLayout(home).run_dir(run)}/{ENV_FILE}"
     # Ranks checkpoint and stop when the run agent creates this file. A provider's notice (spot
     # interruption) is only reported: the agent replaces the node first, then stops the ranks
     # (xeoncluster/node/interruption.py).
-    env["XC_STOP_FILE"] = f"{RemoteLayout(home).run_dir(run)}/{STOP_FILE}"
-    env["XC_NOTICE_POLICY"] = "report"
+    env[XC_STOP_FILE] = f"{RemoteLayout(home).run_dir(run)}/{STOP_FILE}"
+    env[XC_NOTICE_POLICY] = "report"
     if notices:
-        env["XC_NOTICES"] = notices
+        env[XC_NOTICES] = notices
     return env
 
 

@@ -17,13 +17,14 @@ from xeoncluster.agent.node_watch import stop_command
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import RemoteError, XeonClusterError
 from xeoncluster.node.events import RunEvent, parse_line
+from xeoncluster.node.rank_env import STOP_FILE
 from xeoncluster.providers.base import Node
 from xeoncluster.remote import CommandResult, NodeShell
 from xeoncluster.remote_command import all_of, remote_command, written_to
 from xeoncluster.remote_layout import RemoteLayout
 from xeoncluster.runs.record import RunFiles
 from xeoncluster.script_plan import quoted_signal
-from xeoncluster.train_plan import STOP_FILE, LaunchPlan
+from xeoncluster.train_plan import LaunchPlan
 
 LAUNCHER_PID = "launcher.pid"
 

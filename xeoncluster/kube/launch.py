@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from xeoncluster.errors import ConfigError
 from xeoncluster.kube.paths import PACKAGE_ROOT, DataPaths
+from xeoncluster.node.rank_env import XC_STACK
 from xeoncluster.stacks import Stack
 from xeoncluster.topology import CpuTopology, RankPlan, plan_ranks
 from xeoncluster.train_plan import DEFAULT_DATASETS, DEFAULT_MODEL, untuned
@@ -84,7 +85,7 @@ def pod_env(request: TrainRequest, stack: Stack, ranks: RankPlan, paths: DataPat
         planned = {name: value for name, value in planned.items() if name not in THREAD_BINDING}
     env = planned | {
         "PYTHONPATH": PACKAGE_ROOT,
-        "XC_STACK": stack.name,
+        XC_STACK: stack.name,
         "TOKENIZERS_PARALLELISM": "false",
         "HF_HOME": paths.hf_home,
     }

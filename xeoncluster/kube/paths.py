@@ -3,9 +3,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from xeoncluster.node.rank_env import XC_NODE_INDEX
+
 MOUNT = "/data"
 PACKAGE_ROOT = "/opt/xeoncluster"  # the Dockerfile copies xeoncluster/node/ here; PYTHONPATH names it
-NODE_INDEX = "XC_NODE_INDEX"  # set per pod from the operator's index label or annotation (pod.py)
+NODE_INDEX = XC_NODE_INDEX  # set per pod from the operator's index label or annotation (pod.py)
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,13 @@ import sys
 import traceback
 
 from xeoncluster.node.errors import TrainingError
+from xeoncluster.node.rank_env import XC_ENV_FILE
 
 
 def load_env_file(environ: os._Environ[str] | dict[str, str]) -> None:
     """`xeoncluster train --env` values: read from a 0600 file, never from argv (visible to `ps`).
     Before anything imports torch, so thread settings among them still take effect."""
-    path = environ.get("XC_ENV_FILE")
+    path = environ.get(XC_ENV_FILE)
     if path:
         with open(path) as handle:
             environ.update({str(k): str(v) for k, v in json.load(handle).items()})

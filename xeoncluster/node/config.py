@@ -11,6 +11,7 @@ from typing import Any
 from xeoncluster.node.demo_assets import DemoLayout
 from xeoncluster.node.errors import TrainingError
 from xeoncluster.node.grad_exchange import DEFAULT_GRAD_COMM
+from xeoncluster.node.rank_env import XC_STACK
 from xeoncluster.node.sources import DataSource
 
 DEFAULT_MODEL = "bert-base-uncased"
@@ -130,7 +131,7 @@ def from_args(args: Any, trainer_overrides: dict[str, Any]) -> RunConfig:
         save_steps=args.save_steps,
         resume=args.resume,
         version_2_with_negative=getattr(args, "version_2_with_negative", "auto"),
-        stack=args.stack or os.environ.get("XC_STACK") or "stock",
+        stack=args.stack or os.environ.get(XC_STACK) or "stock",
         backend=args.ddp_backend,
         grad_comm=getattr(args, "grad_comm", None) or DEFAULT_GRAD_COMM,
         cache_dir=Path(args.cache_dir).expanduser() if args.cache_dir else None,

@@ -27,6 +27,7 @@ from transformers import TrainerCallback
 
 from xeoncluster.node.events import RunEvent, emit
 from xeoncluster.node.notices import Notice, NoticeSource, sources_from_env
+from xeoncluster.node.rank_env import XC_NOTICE_INTERVAL, XC_NOTICE_MARGIN, XC_NOTICE_POLICY
 
 Policy = Literal["report", "stop"]
 # Seconds before a node's announced end by which the ranks stop, at the least: time for the step in
@@ -43,9 +44,9 @@ class WatchSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> WatchSettings:
-        policy: Policy = "report" if env.get("XC_NOTICE_POLICY") == "report" else "stop"
-        return cls(tuple(sources_from_env(env)), policy, float(env.get("XC_NOTICE_INTERVAL", "2")),
-                   float(env.get("XC_NOTICE_MARGIN", str(DEFAULT_MARGIN))))
+        policy: Policy = "report" if env.get(XC_NOTICE_POLICY) == "report" else "stop"
+        return cls(tuple(sources_from_env(env)), policy, float(env.get(XC_NOTICE_INTERVAL, "2")),
+                   float(env.get(XC_NOTICE_MARGIN, str(DEFAULT_MARGIN))))
 
 
 class NoticeWatcher:

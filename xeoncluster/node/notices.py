@@ -17,6 +17,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal, Protocol
 
+from xeoncluster.node.rank_env import XC_NOTICES, XC_STOP_FILE
+
 Kind = Literal["interruption", "rebalance", "stop"]
 
 
@@ -104,9 +106,9 @@ SOURCES: dict[str, Callable[[], NoticeSource]] = {"aws-imds": AwsImds, "node-fil
 def sources_from_env(env: Mapping[str, str]) -> list[NoticeSource]:
     """The stop file first (the agent's word is final), then the provider's own sources."""
     found: list[NoticeSource] = []
-    if env.get("XC_STOP_FILE"):
-        found.append(StopFile(Path(env["XC_STOP_FILE"])))
-    for name in filter(None, env.get("XC_NOTICES", "").split(",")):
+    if env.get(XC_STOP_FILE):
+        found.append(StopFile(Path(env[XC_STOP_FILE])))
+    for name in filter(None, env.get(XC_NOTICES, "").split(",")):
         if name not in SOURCES:
             raise ValueError(f"XC_NOTICES: unknown notice source {name!r}; known: {', '.join(sorted(SOURCES))}")
         found.append(SOURCES[name]())

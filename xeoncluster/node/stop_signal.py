@@ -17,6 +17,7 @@ from pathlib import Path
 from types import FrameType
 
 from xeoncluster.node.events import EXIT_STOPPED
+from xeoncluster.node.rank_env import XC_STOP_GRACE
 
 DEFAULT_GRACE = 30.0
 HARD_EXIT_AFTER = 10.0
@@ -61,4 +62,4 @@ class StopSignal:
 
 
 def grace_from_env(env: dict[str, str] | os._Environ[str]) -> float:
-    return float(env.get("XC_STOP_GRACE", DEFAULT_GRACE))
+    return float(env.get(XC_STOP_GRACE, DEFAULT_GRACE))

@@ -26,6 +26,7 @@ from xeoncluster.node.__main__ import FAILURE_LINES, load_env_file, report_failu
 from xeoncluster.node.checkpoints import checkpoint_step, last_complete_checkpoint
 from xeoncluster.node.events import EXIT_STOPPED, RunEvent, emit
 from xeoncluster.node.interruption import WatchSettings
+from xeoncluster.node.rank_env import STOP_FILE, XC_OUTPUT_DIR, XC_RESUME, XC_RESUME_FROM, XC_STOP_FILE
 from xeoncluster.node.stop_signal import StopSignal, grace_from_env
 from xeoncluster.node.trainer_hook import Stopped, TrainerHook, report_stopped
 
@@ -50,13 +51,13 @@ def prepare_env(info: distributed.DistInfo, output_dir: Path, resume: bool) -> N
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", distributed.DEFAULT_MASTER_PORT)
     os.environ.setdefault("ACCELERATE_USE_CPU", "1")
-    os.environ.setdefault("XC_OUTPUT_DIR", str(output_dir))
-    os.environ.setdefault("XC_STOP_FILE", str(output_dir / "stop-request"))
+    os.environ.setdefault(XC_OUTPUT_DIR, str(output_dir))
+    os.environ.setdefault(XC_STOP_FILE, str(output_dir / STOP_FILE))
     newest = last_complete_checkpoint(output_dir) if resume else None
     if resume:
-        os.environ["XC_RESUME"] = "1"
+        os.environ[XC_RESUME] = "1"
     if newest is not None:
-        os.environ["XC_RESUME_FROM"] = str(newest)
+        os.environ[XC_RESUME_FROM] = str(newest)
 
 
 def run_script(args: argparse.Namespace, rest: list[str]) -> int:
@@ -91,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         label_streams(info.rank)
     prepare_env(info, args.output_dir, args.resume)
     args.output_dir.mkdir(parents=True, exist_ok=True)
-    stop_file = Path(os.environ["XC_STOP_FILE"])
+    stop_file = Path(os.environ[XC_STOP_FILE])
     stop_file.unlink(missing_ok=True)  # a stop asked of an earlier attempt on this node is not this one's
     hook = TrainerHook(info, args.output_dir, args.resume, WatchSettings.from_env(os.environ))
     hook.install()

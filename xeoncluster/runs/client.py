@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from xeoncluster import untrusted
 from xeoncluster.context import CommandContext
-from xeoncluster.contract import AGENT_MODULES, AGENT_PATTERN, VERSION, AgentVersion, older_agent_line
+from xeoncluster.contract import AGENT_MODULES, VERSION, AgentVersion, is_agent, older_agent_line
 from xeoncluster.errors import RemoteError, TrainingError, XeonClusterError
 from xeoncluster.package_sync import sync_tree, tree_digest
 from xeoncluster.paths import master_files, package_dir
@@ -18,7 +18,8 @@ from xeoncluster.providers.base import Node
 from xeoncluster.providers.registry import spec_for
 from xeoncluster.remote import NodeShell, RemoteFile
 from xeoncluster.remote_command import HomePath, all_of, remote_command
-from xeoncluster.runs.host import AGENT_HOME, APP, VERSION_FILE, AgentHost, LocalHost, MasterHost
+from xeoncluster.remote_layout import AGENT_HOME, APP, VERSION_FILE, AgentLayout, RunFolder
+from xeoncluster.runs.host import AgentHost, LocalHost, MasterHost
 from xeoncluster.runs.record import RunRecord, RunState
 from xeoncluster.runs.submission import Submission
 from xeoncluster.state import ClusterRecord
@@ -48,8 +49,8 @@ def app_digest() -> str:
     return tree_digest(package_dir().parent, master_files())
 
 
-def run_folder(host: AgentHost, cluster: str, run: str) -> str:
-    return f"{host.home}/clusters/{cluster}/runs/{run}"
+def run_folder(host: AgentHost, cluster: str, run: str) -> RunFolder:
+    return AgentLayout(host.home).run(cluster, run)
 
 
 def install(ctx: CommandContext, shell: NodeShell, host: AgentHost, record: ClusterRecord) -> None:
@@ -61,7 +62,7 @@ def install(ctx: CommandContext, shell: NodeShell, host: AgentHost, record: Clus
     view = record.model_copy(deep=True)
     view.set_nodes([_private(n) for n in record.node_list()])
     view.config = {**record.config, "profile": None, "ssh": {**record.config.get("ssh", {}), "address": "private"}}
-    folder = f"{AGENT_HOME}/clusters/{record.name}"
+    folder = AgentLayout(AGENT_HOME).cluster(record.name)
     shell.run([host.master], all_of(remote_command("mkdir", "-p", HomePath(f"{folder}/runs")),
                                     remote_command("chmod", "700", HomePath(AGENT_HOME))))
     shell.put_files(host.master, [
@@ -79,20 +80,21 @@ def _private(node: Node) -> Node:
 
 def submit(host: AgentHost, cluster: str, submission: Submission, record: RunRecord) -> None:
     folder = run_folder(host, cluster, record.run)
-    result = host.run(f"mkdir -p {shlex.quote(folder)} && rm -f {shlex.quote(folder)}/cancel")
+    result = host.run(f"mkdir -p {shlex.quote(folder.path)} && rm -f {shlex.quote(folder.file(folder.CANCEL))}")
     if not result.ok:
         raise RemoteError(f"cannot write the run's folder on {host.name}: {result.last_line()}",
                           hint="is the master's disk full? `xeoncluster exec --node node0 -- df -h ~`")
-    record.log = f"{folder}/train.log" if isinstance(host, LocalHost) else f"{host.name.split()[0]}:{folder}/train.log"
-    host.write(f"{folder}/env", submission.env_json(), 0o600)
-    host.write(f"{folder}/request.json", submission.to_json())
-    host.write(f"{folder}/run.json", record.model_dump_json(indent=2))
+    log = folder.file(folder.LOG)
+    record.log = log if isinstance(host, LocalHost) else f"{host.name.split()[0]}:{log}"
+    host.write(folder.file(folder.ENV), submission.env_json(), 0o600)
+    host.write(folder.file(folder.REQUEST), submission.to_json())
+    host.write(folder.file(folder.RECORD), record.model_dump_json(indent=2))
 
 
 def start(host: AgentHost, cluster: str, run: str) -> RunRecord:
     """Start the agent and wait until it has taken the run; its own failure is one line, with its log."""
     folder = run_folder(host, cluster, run)
-    log = f"{folder}/agent.log"
+    log = folder.file(folder.AGENT_LOG)
     host.start(f"xeoncluster-run-{cluster}-{run}", ["run", cluster, run], log)
     deadline = time.monotonic() + START_TIMEOUT
     while time.monotonic() < deadline:
@@ -106,7 +108,7 @@ def start(host: AgentHost, cluster: str, run: str) -> RunRecord:
 
 
 def read_record(host: AgentHost, cluster: str, run: str) -> RunRecord | None:
-    result = host.run(f"cat {shlex.quote(run_folder(host, cluster, run))}/run.json 2>/dev/null")
+    result = host.run(f"cat {shlex.quote(run_folder(host, cluster, run).file(RunFolder.RECORD))} 2>/dev/null")
     if not result.ok:
         return None
     try:
@@ -119,8 +121,9 @@ def read_record(host: AgentHost, cluster: str, run: str) -> RunRecord | None:
 
 def list_records(host: AgentHost, cluster: str) -> list[RunRecord]:
     """Every run of the cluster on its agent's host, newest first."""
-    folder = shlex.quote(f"{host.home}/clusters/{cluster}/runs")
-    result = host.run(f"for f in {folder}/*/run.json; do [ -f \"$f\" ] && cat \"$f\" && printf '\\036'; done; true")
+    folder = shlex.quote(AgentLayout(host.home).runs(cluster))
+    result = host.run(f"for f in {folder}/*/{RunFolder.RECORD}; do "
+                      "[ -f \"$f\" ] && cat \"$f\" && printf '\\036'; done; true")
     records = []
     for chunk in result.stdout.split(RECORD_SEPARATOR):
         try:
@@ -136,8 +139,7 @@ def agent_alive(host: AgentHost, record: RunRecord) -> bool:
     if record.agent_pid is None:
         return record.state is RunState.SUBMITTED
     pid = int(record.agent_pid)
-    check = (f"kill -0 {pid} 2>/dev/null && tr '\\0' ' ' < /proc/{pid}/cmdline | grep -qE {shlex.quote(AGENT_PATTERN)} "
-             "&& echo alive")
+    check = f"{is_agent(pid)} && echo alive"
     return "alive" in host.run(check).stdout
 
 
@@ -151,13 +153,13 @@ def active_run(host: AgentHost, cluster: str) -> RunRecord | None:
 
 def request_cancel(host: AgentHost, cluster: str, run: str) -> None:
     folder = run_folder(host, cluster, run)
-    result = host.run(f"touch {shlex.quote(folder)}/cancel")
+    result = host.run(f"touch {shlex.quote(folder.file(folder.CANCEL))}")
     if not result.ok:
         raise XeonClusterError(f"could not ask the agent on {host.name} to cancel run {run}: {result.last_line()}")
 
 
 def launch_json(host: AgentHost, cluster: str, run: str) -> dict[str, object]:
-    result = host.run(f"cat {shlex.quote(run_folder(host, cluster, run))}/launch.json 2>/dev/null")
+    result = host.run(f"cat {shlex.quote(run_folder(host, cluster, run).file(RunFolder.LAUNCH))} 2>/dev/null")
     try:
         data = json.loads(result.stdout) if result.ok else {}
     except ValueError:

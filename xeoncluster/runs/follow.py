@@ -31,9 +31,9 @@ class Chunk:
 
 
 def read_chunk(host: AgentHost, cluster: str, run: str, offset: int) -> Chunk:
-    folder = shlex.quote(run_folder(host, cluster, run))
-    command = (f"cat {folder}/run.json 2>/dev/null; printf '\\036'; "
-               f"tail -c +{offset + 1} {folder}/train.log 2>/dev/null | head -c {CHUNK_BYTES}")
+    folder = run_folder(host, cluster, run)
+    command = (f"cat {shlex.quote(folder.file(folder.RECORD))} 2>/dev/null; printf '\\036'; "
+               f"tail -c +{int(offset) + 1} {shlex.quote(folder.file(folder.LOG))} 2>/dev/null | head -c {CHUNK_BYTES}")
     result = host.run(command)
     head, _, text = result.stdout.partition("\x1e")
     try:
@@ -95,7 +95,8 @@ class Follower:
         assert self.host is not None
         if record.state.finished or agent_alive(self.host, record):
             return
-        log = f"{run_folder(self.host, self.cluster, self.run)}/agent.log"
+        folder = run_folder(self.host, self.cluster, self.run)
+        log = folder.file(folder.AGENT_LOG)
         last = self.host.run(f"tail -n 1 {shlex.quote(log)} 2>/dev/null").stdout.strip()
         raise TrainingError(f"the run agent of {self.run} on {self.host.name} stopped before the run ended"
                             + (f": {last}" if last else ""), hint=f"its log is {log} on {self.host.name}")

@@ -17,13 +17,7 @@ from xeoncluster.contract import AGENT_MODULE, VERSION
 from xeoncluster.errors import RemoteError
 from xeoncluster.providers.base import Node
 from xeoncluster.remote import CommandResult, NodeShell, RemoteFile
-from xeoncluster.remote_layout import PACKAGE_ROOT, VENV
-
-AGENT_HOME = f"{PACKAGE_ROOT}/agent"  # on the master, relative to the login home
-# The xeoncluster package (its agent and what it reads) on the master, one folder per content digest:
-# installing a newer one never pulls the code from under an agent still at work on a run.
-APP = f"{PACKAGE_ROOT}/app"
-VERSION_FILE = f"{AGENT_HOME}/version.json"
+from xeoncluster.remote_layout import AGENT_HOME, APP, VENV
 
 
 class AgentHost(Protocol):

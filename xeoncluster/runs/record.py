@@ -20,6 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from xeoncluster.contract import Versioned
+from xeoncluster.remote_layout import RunFolder
 from xeoncluster.state import atomic_write
 
 
@@ -101,35 +102,35 @@ class RunFiles:
 
     @property
     def record(self) -> Path:
-        return self.folder / "run.json"
+        return self.folder / RunFolder.RECORD
 
     @property
     def request(self) -> Path:
-        return self.folder / "request.json"
+        return self.folder / RunFolder.REQUEST
 
     @property
     def log(self) -> Path:
-        return self.folder / "train.log"
+        return self.folder / RunFolder.LOG
 
     @property
     def events(self) -> Path:
-        return self.folder / "events.jsonl"
+        return self.folder / RunFolder.EVENTS
 
     @property
     def agent_log(self) -> Path:
-        return self.folder / "agent.log"
+        return self.folder / RunFolder.AGENT_LOG
 
     @property
     def cancel(self) -> Path:
-        return self.folder / "cancel"
+        return self.folder / RunFolder.CANCEL
 
     @property
     def env(self) -> Path:
-        return self.folder / "env"
+        return self.folder / RunFolder.ENV
 
     @property
     def launch(self) -> Path:
-        return self.folder / "launch.json"
+        return self.folder / RunFolder.LAUNCH
 
 
     def load(self) -> RunRecord | None:

@@ -6,8 +6,9 @@ import shlex
 
 from xeoncluster.autostop import SETTINGS, STATUS, AutoStop, WatchStatus
 from xeoncluster.context import CommandContext
-from xeoncluster.contract import AGENT_PATTERN, VERSION
+from xeoncluster.contract import VERSION, is_agent
 from xeoncluster.remote import NodeShell
+from xeoncluster.remote_layout import AgentLayout
 from xeoncluster.runs import client
 from xeoncluster.runs.host import AgentHost
 from xeoncluster.state import ClusterRecord
@@ -19,7 +20,7 @@ def settings_for(ctx: CommandContext, record: ClusterRecord) -> AutoStop:
 
 
 def folder(host: AgentHost, cluster: str) -> str:
-    return f"{host.home}/clusters/{cluster}"
+    return AgentLayout(host.home).cluster(cluster)
 
 
 def keep_watch(ctx: CommandContext, shell: NodeShell, record: ClusterRecord) -> AutoStop:
@@ -56,12 +57,7 @@ def watcher_alive(host: AgentHost, cluster: str) -> bool:
     status = found[1] if found else None
     if status is None or status.pid is None or status.state == "off":
         return False
-    return "alive" in host.run(f"{_is_watcher(status.pid)} && echo alive").stdout
-
-
-def _is_watcher(pid: int) -> str:
-    pattern = shlex.quote(f"{AGENT_PATTERN} watch")
-    return f"kill -0 {int(pid)} 2>/dev/null && tr '\\0' ' ' < /proc/{int(pid)}/cmdline | grep -qE {pattern}"
+    return "alive" in host.run(f"{is_agent(status.pid, 'watch')} && echo alive").stdout
 
 
 def stop_watcher(host: AgentHost, cluster: str) -> None:
@@ -69,7 +65,7 @@ def stop_watcher(host: AgentHost, cluster: str) -> None:
     found = read_status(host, cluster)
     status = found[1] if found else None
     if status is not None and status.pid is not None:
-        host.run(f"{_is_watcher(status.pid)} && kill {int(status.pid)}; true")
+        host.run(f"{is_agent(status.pid, 'watch')} && kill {int(status.pid)}; true")
 
 
 def removing(host: AgentHost, cluster: str) -> bool:

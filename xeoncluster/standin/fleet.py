@@ -190,20 +190,22 @@ class Fleet:
 
     # -- images ---------------------------------------------------------------------------------
     def bake(self, ami: Any, instance_id: str) -> None:
+        """The layer is copied before CreateImage answers: an EBS snapshot is of the disk as it was when
+        the call was made, and the caller puts back at once what it kept out of the image (the machine
+        id, its keys), which a copy still running would take in."""
         node = self._node(instance_id)
         self.moto.set_image_state(ami, "pending")
-        node.disk_lock.acquire()  # now, so that a TerminateInstances right after waits for the copy
-        self._spawn(self._bake, ami, node, time.monotonic())
+        started = time.monotonic()
+        with node.disk_lock:  # a TerminateInstances right after waits for the copy
+            try:
+                self.images.snapshot(ami.id, node.container.upper, node.container.lowers)
+            except Exception as exc:  # noqa: BLE001 - EC2 reports a failed image as state "failed"
+                self.log(f"{ami.id}: snapshot of {node.launch.instance_id} failed: {exc}")
+                self.moto.set_image_state(ami, "failed")
+                return
+        self._spawn(self._finish_image, ami, started)
 
-    def _bake(self, ami: Any, node: Node, started: float) -> None:
-        try:
-            self.images.snapshot(ami.id, node.container.upper, node.container.lowers)
-        except Exception as exc:  # noqa: BLE001 - EC2 reports a failed image as state "failed"
-            self.log(f"{ami.id}: snapshot of {node.launch.instance_id} failed: {exc}")
-            self.moto.set_image_state(ami, "failed")
-            return
-        finally:
-            node.disk_lock.release()
+    def _finish_image(self, ami: Any, started: float) -> None:
         self.images.collect(self.chains_in_use())  # deregistered while it was being copied
         took = time.monotonic() - started
         faults = self.faults()

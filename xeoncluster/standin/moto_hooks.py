@@ -219,10 +219,10 @@ class Hooks:
             ami = real_create(backend, instance_id, name, description, others)
             if snapshot_tags and ami.ebs_snapshot is not None:
                 backend.create_tags([ami.ebs_snapshot.id], snapshot_tags)
-            hooks.images_created[ami.id] = time.monotonic()
             if ami.ebs_snapshot is not None:
                 hooks.snapshots_baking[ami.ebs_snapshot.id] = (ami, time.monotonic())
             hooks.fleet.bake(ami, instance_id)
+            hooks.images_created[ami.id] = time.monotonic()  # the not-found window opens with the answer
             return ami
 
         def describe_images(backend: Any, ami_ids: list[str] | None = None, **kwargs: Any) -> Any:
