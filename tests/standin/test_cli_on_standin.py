@@ -307,7 +307,7 @@ def test_the_laptop_takes_nothing_from_a_master_that_rewrites_its_state(cli: Cli
 
 
 def durable_steps(cli: Cli, run: str) -> list[int]:
-    bucket = cli.state()["storage"]["bucket"]
+    bucket = cli.state()["storage"]["container"]
     listed = boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix=f"{CLUSTER}/runs/{run}/checkpoints/")
     return sorted(int(o["Key"].split("/")[-2].split("-")[1]) for o in listed.get("Contents", [])
                   if o["Key"].endswith("/MANIFEST.json"))
@@ -329,7 +329,7 @@ def test_a_run_that_loses_every_instance_resumes_from_s3_after_up(standin: Any, 
     cli.ok("up", "--name", CLUSTER)
     resumed = cli.ok("train", "squad", "--name", CLUSTER, "--demo", "--resume", "--",
                      "--max-steps", "240", "--save-steps", "40")
-    bucket = cli.state()["storage"]["bucket"]
+    bucket = cli.state()["storage"]["container"]
     where = f"s3://{bucket}/{CLUSTER}/runs/durable"
     assert f"checkpoint-{max(kept)} brought back from {where}" in resumed.stdout + resumed.stderr
     metrics = json.loads((cli.home / "results" / CLUSTER / "durable" / "metrics.json").read_text())
