@@ -13,15 +13,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from xeoncluster.errors import ConfigError
+from xeoncluster.providers.aws.spec import AwsSettings
 from xeoncluster.providers.local.spec import LocalSettings
 from xeoncluster.providers.registry import (
     DEFAULT_PROVIDER,
-    check_field,
     check_image,
     is_storage_url,
+    moved_keys,
     spec_for,
     specs,
     storage_forms,
@@ -129,26 +130,22 @@ class ClusterConfig(_Strict):
     name: str = Field(default="xc", pattern=NAME_PATTERN)
     provider: str = DEFAULT_PROVIDER
     nodes: int = Field(default=2, ge=1, le=256, strict=True)
-    region: str | None = None
-    profile: str | None = None
-    instance_types: list[str] = Field(default_factory=lambda: ["c7i.2xlarge"], min_length=1)
-    market: Literal["spot", "on-demand"] = "spot"
-    master_market: Literal["spot", "on-demand"] | None = None
-    on_demand_fallback: bool = False
-    zones: list[str] = Field(default_factory=list)
-    root_volume_gib: int = Field(default=100, ge=8, le=16384, strict=True)
-    placement_group: bool = False
-    vpc_id: str | None = None
     ssh: SshSettings = Field(default_factory=SshSettings)
     image: str = "auto"
     stack: Literal["stock", "intel"] = "stock"
     image_strategy: Literal["bake-first", "parallel"] = "parallel"
+    aws: AwsSettings = Field(default_factory=AwsSettings)
     local: LocalSettings = Field(default_factory=LocalSettings)
     pip: PipSettings = Field(default_factory=PipSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     idle_minutes: float = Field(default=60, ge=0, le=525600, strict=True, allow_inf_nan=False)
     max_hours: float | None = Field(default=None, ge=0, le=8760, strict=True, allow_inf_nan=False)
     apt: AptSettings = Field(default_factory=AptSettings)
+
+    @property
+    def moved_notes(self) -> list[str]:
+        """One line per key of the file that moved to its provider's section (cluster.yaml before 0.2)."""
+        return list(self._moved)
 
     @field_validator("provider")
     @classmethod
@@ -158,17 +155,12 @@ class ClusterConfig(_Strict):
             raise ValueError(f"must be one of {', '.join(repr(n) for n in names)}")
         return value
 
-    @field_validator("region", "instance_types", "vpc_id")
-    @classmethod
-    def _provider_field(cls, value: Any, info: ValidationInfo) -> Any:
-        return check_field(str(info.field_name), value)
+    _moved: list[str] = PrivateAttr(default_factory=list)  # lines: the file's keys that moved to a section
 
-    @field_validator("instance_types")
+    @model_validator(mode="before")
     @classmethod
-    def _instance_types(cls, value: list[str]) -> list[str]:
-        if len(set(value)) != len(value):
-            raise ValueError("lists an instance type twice")
-        return value
+    def _to_sections(cls, data: Any) -> Any:
+        return moved_to_sections(data) if isinstance(data, dict) else data
 
     @field_validator("image")
     @classmethod
@@ -178,18 +170,15 @@ class ClusterConfig(_Strict):
     @model_validator(mode="after")
     def _provider_defaults(self) -> ClusterConfig:
         spec = spec_for(self.provider)
-        spec.complete(self)
+        section = getattr(self, spec.name, None)
+        if section is not None:
+            spec.complete(section)
         if self.ssh.user is None:
             self.ssh.user = spec.default_user
         if self.max_hours and self.max_hours * 60 < spec.up_minutes:
             raise ValueError(f"max_hours {self.max_hours:g} is shorter than an `up` on {self.provider} can take "
                              f"({spec.up_minutes:g} minutes): use at least {spec.up_minutes / 60:.2g}, or 0 for none")
         return self
-
-    @property
-    def effective_master_market(self) -> str:
-        return self.master_market or self.market
-
 
 def _sections() -> dict[str, set[str]]:
     """The valid keys of the top level and of each section (ssh:, pip:, a provider's own ...)."""
@@ -248,15 +237,37 @@ def merge_overrides(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> di
     return merged
 
 
+def moved_to_sections(data: Mapping[str, Any]) -> dict[str, Any]:
+    """Keys that were top-level before 0.2 (and the CLI's --region, --market, ... overrides) go to their
+    provider's section; a top-level value wins over the section's."""
+    result = dict(data)
+    for key, section in moved_keys().items():
+        if key in result:
+            result[section] = {**dict(result.get(section) or {}), key: result.pop(key)}
+    return result
+
+
+def placed(key: str) -> str:
+    """Where a key lives now: `section.key` for one that moved, else the key."""
+    section = moved_keys().get(key)
+    return f"{section}.{key}" if section else key
+
+
+def moved_line(source: str, key: str) -> str:
+    return f"{source}: '{key}' is now '{placed(key)}' (the old place still works)"
+
+
 def load_config(path: Path | None, overrides: Mapping[str, Any] | None = None) -> ClusterConfig:
     data = read_yaml(path) if path is not None else {}
-    merged = merge_overrides(data, overrides or {})
+    merged = moved_to_sections(merge_overrides(data, overrides or {}))
     source = str(path) if path is not None else "config"
     try:
-        return ClusterConfig.model_validate(merged)
+        config = ClusterConfig.model_validate(merged)
     except ValidationError as exc:
-        flags = {key: FLAGS[key] for key, value in (overrides or {}).items() if value is not None and key in FLAGS}
-        raise ConfigError(describe_error(exc, source, merged, flags)) from None
+        given = [key for key, value in (overrides or {}).items() if value is not None and key in FLAGS]
+        raise ConfigError(describe_error(exc, source, merged, {placed(k): FLAGS[k] for k in given})) from None
+    config._moved = [moved_line(source, key) for key in moved_keys() if key in data]
+    return config
 
 
 def describe_error(exc: ValidationError, source: str, data: Mapping[str, Any],
@@ -323,7 +334,7 @@ def _range_text(error: Mapping[str, Any]) -> str:
 
 def _bounds() -> dict[str, tuple[int, int]]:
     result: dict[str, tuple[int, int]] = {}
-    for model in (ClusterConfig, SshSettings, LocalSettings):
+    for model in (ClusterConfig, SshSettings, LocalSettings, AwsSettings):
         for name, field in model.model_fields.items():
             low = next((m.ge for m in field.metadata if getattr(m, "ge", None) is not None), None)
             high = next((m.le for m in field.metadata if getattr(m, "le", None) is not None), None)

@@ -195,7 +195,7 @@ class CliHarness:
     patch_provider: Callable[[AwsProvider], None] | None = None
 
     def provider_factory(self, config: ClusterConfig, events: Callable[[str], None]) -> AwsProvider:
-        provider = AwsProvider(config.region or REGION, profile=config.profile, events=events,
+        provider = AwsProvider(config.aws.region or REGION, profile=config.aws.profile, events=events,
                                caller_ip=self.caller_ip)
         provider.instance_wait = {"Delay": 0, "MaxAttempts": 3}
         provider.image_wait = {"Delay": 0, "MaxAttempts": 3}

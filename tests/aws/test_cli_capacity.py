@@ -5,7 +5,7 @@ import json
 
 from aws_helpers import live_state, nothing_left, write_config
 
-ZONES = "zones: [us-east-1a, us-east-1b]\n"
+ZONES = "aws:\n  zones: [us-east-1a, us-east-1b]\n"  # more aws keys follow, indented
 
 
 def in_zone(ec2, zone):
@@ -30,7 +30,7 @@ def test_no_capacity_in_zone_a_launches_in_zone_b_and_says_why(xc, ec2, aws, xc_
 
 
 def test_spot_falls_back_to_on_demand_when_allowed(xc, ec2, aws):
-    write_config(ZONES + "on_demand_fallback: true\n")
+    write_config(ZONES + "  on_demand_fallback: true\n")
     aws.fail("RunInstances", "InsufficientInstanceCapacity", times=99, when=lambda p: "InstanceMarketOptions" in p)
     run = xc("up", "--name", "t1", "--nodes", "2")
     assert run.code == 0, run.err
@@ -52,7 +52,7 @@ def test_spot_failure_without_fallback_fails_and_rolls_back(xc, ec2, aws):
     assert line.startswith("error: up failed at step 'launch master': could not launch 1 master node(s): "
                            "c7i.2xlarge spot in us-east-1a (InsufficientInstanceCapacity")
     assert "c7i.2xlarge spot in us-east-1b (InsufficientInstanceCapacity" in line and "on-demand in" not in line
-    assert "hint: add instance types or zones, or set on_demand_fallback: true" in line
+    assert "hint: add instance types or zones, or set aws.on_demand_fallback: true" in line
     assert aws.ops().count("RunInstances") == 2
     assert nothing_left(live_state(ec2, "t1"))
 
@@ -79,7 +79,7 @@ def test_workers_launch_in_the_masters_zone_first(xc, ec2, aws):
 
 
 def test_with_a_placement_group_workers_only_try_the_masters_zone(xc, ec2, aws):
-    write_config(ZONES + "placement_group: true\n")
+    write_config(ZONES + "  placement_group: true\n")
     master_lands_in_zone_b(ec2, aws)
     aws.fail("RunInstances", "InsufficientInstanceCapacity", times=99, when=lambda p: p["MinCount"] > 1)
     run = xc("up", "--name", "t1", "--nodes", "3")

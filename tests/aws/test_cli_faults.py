@@ -12,7 +12,7 @@ from recording_shell import MESH_MARK
 
 from xeoncluster.errors import ProviderError, RemoteError
 
-CONFIG = "placement_group: true\n"
+CONFIG = "aws:\n  placement_group: true\n"
 UP = ("up", "--name", "t1", "--nodes", "2")
 
 # Every mutating EC2 call of `up --nodes 2` (bake path, placement group), with the step it belongs to.

@@ -32,7 +32,7 @@ def test_plan_for_four_nodes(xc, aws, xc_home, shell):
             f"(key {stock_image_key()[:12]}, base: {UBUNTU_AMI})") in out
     assert "stack: stock (gloo): torch==2.13.0 transformers==5.23.0" in out
     assert "estimated cost: $0.0000/hour" in out  # moto's spot price is 0.00001
-    assert "note: spot only: set on_demand_fallback: true to fall back to on-demand" in out
+    assert "note: spot only: set aws.on_demand_fallback: true to fall back to on-demand" in out
     assert f"note: SSH allowed only from {CALLER_IP}/32" in out
     assert_touched_nothing(aws, xc_home, shell)
 
@@ -40,7 +40,7 @@ def test_plan_for_four_nodes(xc, aws, xc_home, shell):
 def test_plan_json_with_an_on_demand_master_and_a_cached_image(xc, ec2, aws, xc_home, shell):
     image = seed_cached_image(ec2, stock_image_key())
     aws.clear()
-    write_config("master_market: on-demand\ninstance_types: [c7i.2xlarge, c6i.2xlarge]\n")
+    write_config("aws:\n  master_market: on-demand\n  instance_types: [c7i.2xlarge, c6i.2xlarge]\n")
     run = xc("plan", "--nodes", "4", "--json")
     assert run.code == 0, run.err
     plan = json.loads(run.out)

@@ -43,7 +43,7 @@ def test_every_action_in_the_policy_is_called_by_the_provider():
 
 
 def test_every_call_of_a_full_lifecycle_is_in_the_policy(xc, make_provider, aws):
-    write_config("placement_group: true\nmaster_market: on-demand\n")
+    write_config("aws:\n  placement_group: true\n  master_market: on-demand\n")
     assert xc("plan", "--name", "t1", "--nodes", "3").code == 0
     assert xc("up", "--name", "t1", "--nodes", "3").code == 0
     assert xc("status", "--name", "t1").code == 0

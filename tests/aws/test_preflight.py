@@ -91,7 +91,7 @@ def test_bad_input_is_a_config_error_and_mutates_nothing(make_provider, aws: Api
                                                          overrides, setup, expected, extra):
     setup(monkeypatch, aws, tmp_path)
     cluster = cluster_config(**overrides)
-    provider = make_provider(region=cluster.region, profile=extra.get("profile"),
+    provider = make_provider(region=cluster.aws.region, profile=extra.get("profile"),
                              caller_ip=caller_ip_for(extra.get("caller_ip")))
     with pytest.raises(ConfigError) as caught:
         provider.preflight(cluster)

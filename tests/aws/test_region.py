@@ -33,7 +33,7 @@ def test_the_profiles_region_is_honoured(xc, monkeypatch, tmp_path):
 
 def test_the_file_wins_over_the_environment_and_the_flag_over_both(xc, monkeypatch):
     monkeypatch.setenv("AWS_REGION", "eu-west-1")
-    Path("cluster.yaml").write_text("region: us-west-2\n")
+    Path("cluster.yaml").write_text("aws:\n  region: us-west-2\n")
     assert planned_region(xc) == "us-west-2"
     assert planned_region(xc, "--region", "ap-southeast-2") == "ap-southeast-2"
 

@@ -46,7 +46,7 @@ def root_sizes(aws):
 
 
 def test_a_smaller_root_later_still_fits_the_cached_image(xc, ec2, aws, ec2_checks_volume_sizes):
-    write_config("root_volume_gib: 100\n")
+    write_config("aws:\n  root_volume_gib: 100\n")
     first = xc("up", "--name", "t1", "--nodes", "2")
     assert first.code == 0, first.err
     assert root_sizes(aws) == [(1, BAKE_ROOT_GIB), (1, 100)]  # the master baked small, the worker at 100
@@ -57,7 +57,7 @@ def test_a_smaller_root_later_still_fits_the_cached_image(xc, ec2, aws, ec2_chec
     assert ec2_checks_volume_sizes[image["ImageId"]] == BAKE_ROOT_GIB
     assert xc("down", "--name", "t1").code == 0
     aws.clear()
-    write_config("root_volume_gib: 50\n")
+    write_config("aws:\n  root_volume_gib: 50\n")
     again = xc("up", "--name", "t2", "--nodes", "2")
     assert again.code == 0, again.err
     assert root_sizes(aws) == [(1, 50), (1, 50)]
@@ -66,7 +66,7 @@ def test_a_smaller_root_later_still_fits_the_cached_image(xc, ec2, aws, ec2_chec
 
 
 def test_a_root_smaller_than_the_image_is_refused_before_anything_exists(xc, aws, xc_home):
-    write_config(f"root_volume_gib: {BAKE_ROOT_GIB - 4}\n")
+    write_config(f"aws:\n  root_volume_gib: {BAKE_ROOT_GIB - 4}\n")
     run = xc("up", "--name", "t1", "--nodes", "2")
     assert run.code == 2
     assert run.error == (f"error: root_volume_gib: {BAKE_ROOT_GIB - 4} GiB is smaller than the images xeoncluster "

@@ -112,8 +112,21 @@ def test_cli_overrides_file(tmp_path: Path) -> None:
 def test_defaults_per_provider() -> None:
     aws = ClusterConfig()
     local = ClusterConfig(provider="local")
-    assert (aws.region, aws.ssh.user, aws.market) == ("us-east-1", "ubuntu", "spot")
-    assert (local.region, local.ssh.user) == (None, "root")
+    assert (aws.aws.region, aws.ssh.user, aws.aws.market) == ("us-east-1", "ubuntu", "spot")
+    assert (local.aws.region, local.ssh.user) == (None, "root")
+
+
+def test_ec2_keys_of_a_config_before_0_2_load_into_the_aws_section(tmp_path: Path) -> None:
+    old = tmp_path / "cluster.yaml"
+    old.write_text("name: old\nmarket: on-demand\ninstance_types: [m7i.xlarge]\nroot_volume_gib: 200\n"
+                   "aws:\n  zones: [us-east-1a]\n")
+    config = load_config(old)
+    assert (config.aws.market, config.aws.instance_types, config.aws.root_volume_gib, config.aws.zones) == \
+        ("on-demand", ["m7i.xlarge"], 200, ["us-east-1a"])
+    assert config.moved_notes == [f"{old}: '{key}' is now 'aws.{key}' (the old place still works)"
+                                  for key in ("instance_types", "market", "root_volume_gib")]
+    assert load_config(old, {"market": "spot"}).aws.market == "spot"  # --market still wins over the file
+    assert "market" not in config.model_dump() and config.model_dump()["aws"]["market"] == "on-demand"
 
 
 def test_shipped_cluster_yaml_is_valid_and_documented() -> None:

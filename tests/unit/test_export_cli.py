@@ -54,7 +54,7 @@ def test_the_trainjob_yaml_for_four_c7i_16xlarge(capsys: pytest.CaptureFixture[s
 
 def test_the_config_sets_the_defaults(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "cluster.yaml"
-    config.write_text("nodes: 3\ninstance_types: [m7i.8xlarge]\nmarket: on-demand\n")
+    config.write_text("nodes: 3\naws:\n  instance_types: [m7i.8xlarge]\n  market: on-demand\n")
     code, out, _ = run(["pytorchjob", "--run", "glue-3", "glue"], capsys)
     assert code == 0
     (job,) = yaml.safe_load_all(out)

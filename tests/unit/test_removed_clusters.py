@@ -15,7 +15,7 @@ NO_AWS = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_PROFILE": "
 def test_a_second_down_says_the_cluster_was_already_removed(tmp_path: Path) -> None:
     home = tmp_path / "home"
     record_removal(Removal(cluster="gone", provider="local", at=time.time() - 60, by="down"), home)
-    (tmp_path / "cluster.yaml").write_text("provider: aws\nregion: us-east-1\n")
+    (tmp_path / "cluster.yaml").write_text("provider: aws\naws:\n  region: us-east-1\n")
     result = run_cli(["down", "--name", "gone"], home, cwd=tmp_path, env_extra=NO_AWS)
     assert result.code == 0, result.err
     assert "nothing to remove: cluster 'gone' (local) was removed by `down` at " in result.out

@@ -94,9 +94,9 @@ def export(ctx: click.Context, kind: str, task: str | None, module: str | None, 
         kind=kind, train=_train_request(task, env_pairs, pass_through(ctx),
                                         {**train, "module": module, "workdir": workdir, "excludes": excludes,
                                          "include_secrets": include_secrets}),
-        nodes=config.nodes if nodes is None else nodes, instance_type=instance_type or config.instance_types[0],
+        nodes=config.nodes if nodes is None else nodes, instance_type=instance_type or config.aws.instance_types[0],
         image=image, pvc=pvc,
-        market=market or config.market)
+        market=market or config.aws.market)
     result = kube_export.export(request, stack)
     if dockerfile is not None:
         kube_export.write_dockerfile(dockerfile, result, stack)

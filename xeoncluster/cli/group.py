@@ -55,6 +55,8 @@ def command_context(ctx: click.Context, options: dict[str, Any], overrides: dict
     merged = {k: v for k, v in obj.get("globals", {}).items() if v is not None}
     merged.update({k: v for k, v in options.items() if v is not None})
     config = resolve_config(merged, overrides, creating=creating, locate=locate)
+    for line in config.moved_notes:
+        click.echo(f"warning: {line}", err=True)
     return make_context(config, obj.get("provider_factory"), obj.get("shell_factory"))
 
 

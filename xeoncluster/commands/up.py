@@ -149,7 +149,7 @@ class UpSteps:
         if self._launch_together():
             steps[-1] = (f"launch master and {nodes - 1} worker(s)", self.launch_all)
             workers = []
-        grow = [(f"grow the master's disk to {self.ctx.config.root_volume_gib} GiB", self.grow_master)] \
+        grow = [(f"grow the master's disk to {self.ctx.config.aws.root_volume_gib} GiB", self.grow_master)] \
             if self._grown_root() else []
         if self._in_background():
             # Every node starts from the base and is configured at once; the image is only for later ups.
@@ -171,7 +171,7 @@ class UpSteps:
         node is configured at once): they boot at the same time. A placement group keeps the order,
         as its zone is the master's."""
         ready = self.image.action in (ImageAction.REUSE, ImageAction.GIVEN) or self._in_background()
-        return (self.ctx.config.nodes > 1 and ready and not self.ctx.config.placement_group
+        return (self.ctx.config.nodes > 1 and ready and not self.ctx.config.aws.placement_group
                 and self.ctx.provider.launches_concurrently)
 
     def _in_background(self) -> bool:
@@ -210,11 +210,12 @@ class UpSteps:
 
     def _grown_root(self) -> bool:
         small = self.ctx.provider.bake_root_gib
-        return self.image.action is ImageAction.BAKE and small is not None and self.ctx.config.root_volume_gib > small
+        wanted = self.ctx.config.aws.root_volume_gib
+        return self.image.action is ImageAction.BAKE and small is not None and wanted > small
 
     def grow_master(self) -> None:
         master = self.record.node_list()[0]
-        if self.ctx.provider.grow_root(self.ctx.config, master, self.ctx.config.root_volume_gib):
+        if self.ctx.provider.grow_root(self.ctx.config, master, self.ctx.config.aws.root_volume_gib):
             run_on_master(self.ctx, master, self.shell, GROW_ROOT_FS, "growing the master's root filesystem")
 
     def configure(self) -> None:

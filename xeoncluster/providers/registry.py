@@ -27,6 +27,11 @@ def check_field(key: str, value: Any) -> Any:
     return value
 
 
+def moved_keys() -> dict[str, str]:
+    """Config keys that were top-level before 0.2, and the provider section each now lives in."""
+    return {key: spec.name for spec in specs().values() for key in spec.moved_keys}
+
+
 def is_storage_url(value: str) -> bool:
     return any(spec.storage_url is not None and spec.storage_url.fullmatch(value) for spec in specs().values())
 

@@ -11,17 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 FieldCheck = Callable[[Any], Any]  # returns the value (possibly normalised) or raises ValueError
-
-
-class Completable(Protocol):
-    """What a spec may fill in of a config it validates (ClusterConfig is one)."""
-
-    provider: str
-    region: str | None
-    profile: str | None
 
 
 @dataclass(frozen=True)
@@ -35,7 +27,8 @@ class ProviderSpec:
     notices: str | None = None
     # Checks of the shared keys that only mean something for this provider (region, instance types).
     field_checks: Mapping[str, FieldCheck] = field(default_factory=dict)
-    complete: Callable[[Completable], None] = lambda _config: None  # provider defaults, e.g. the region
+    # Fills in the provider's defaults (e.g. the region) in its own config section (ClusterConfig.<name>).
+    complete: Callable[[Any], None] = lambda _section: None
     # "module:function(config) -> dict | None": a cluster of this name found on this machine without its
     # state, as the config keys that reach it. Only providers whose clusters live here can answer
     # without credentials; "" for the others.
@@ -54,3 +47,5 @@ class ProviderSpec:
     # A module with lookup(name), nearest(name), known_names() and topology_of(kind) for its machine
     # types, which also size pods on a Kubernetes cluster of its machines; "" for none.
     catalog: str = ""
+    # Keys of its config section (ClusterConfig.<name>) that were top-level before 0.2: they still load there.
+    moved_keys: tuple[str, ...] = ()

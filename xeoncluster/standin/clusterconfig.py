@@ -9,11 +9,9 @@ import yaml
 def cluster_config(gateway: str, mirror_url: str) -> dict:
     return {
         "provider": "aws",
-        "region": "us-east-1",
-        "instance_types": ["c7i.2xlarge"],
+        "aws": {"region": "us-east-1", "instance_types": ["c7i.2xlarge"], "root_volume_gib": 20},
         # The CLI runs inside the stand-in's namespace: nodes see it as the bridge's address.
         "ssh": {"cidr": f"{gateway}/32", "timeout": 300},
-        "root_volume_gib": 20,
         "apt": {"sources": [f"deb [trusted=yes] {mirror_url} ./"], "proxy": None},
         "pip": {"index_url": f"{mirror_url}simple/", "extra_index_urls": []},
     }

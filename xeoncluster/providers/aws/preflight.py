@@ -100,12 +100,12 @@ def check_zones(ec2: Any, cluster: ClusterConfig, vpc_id: str) -> list[str]:
     """Zones that will be tried: the configured ones (which must exist), else all with a subnet."""
     region_zones = [z["ZoneName"] for z in ec2.describe_availability_zones(
         Filters=[{"Name": "zone-type", "Values": ["availability-zone"]}])["AvailabilityZones"]]
-    for zone in cluster.zones:
+    for zone in cluster.aws.zones:
         if zone not in region_zones:
             raise ConfigError(f"zone '{zone}' does not exist in {ec2.meta.region_name}",
                               hint=f"zones here: {', '.join(region_zones)}")
     subnets = subnets_by_zone(ec2, vpc_id)
-    wanted = cluster.zones or region_zones
+    wanted = cluster.aws.zones or region_zones
     usable = [z for z in wanted if z in subnets]
     if not usable:
         raise ConfigError(f"{vpc_id} has no subnet in {', '.join(wanted)}",
@@ -122,7 +122,7 @@ def check_offerings(ec2: Any, instance_types: list[str], zones: list[str]) -> li
             elsewhere = sorted(offered.get(name, set()))
             where = f"; offered in {', '.join(elsewhere)}" if elsewhere else " in this region"
             raise ConfigError(f"instance type '{name}' is not offered in {', '.join(zones)}{where}",
-                              hint="change zones or instance_types")
+                              hint="change aws.zones or aws.instance_types")
         if len(here) < len(zones):
             notes.append(f"{name} is offered only in {', '.join(here)}")
     return notes
@@ -179,8 +179,8 @@ def _check_fits(root_gib: int, needed: int, what: str) -> None:
 def check_quota(clients: AwsClients, cluster: ClusterConfig, info: TypeInfo) -> list[str]:
     if not info.name.startswith(STANDARD_FAMILIES):
         return [f"vCPU quota not checked for {info.name} (not a Standard family)"]
-    demand = {cluster.effective_master_market: info.vcpus}
-    demand[cluster.market] = demand.get(cluster.market, 0) + info.vcpus * (cluster.nodes - 1)
+    demand = {cluster.aws.effective_master_market: info.vcpus}
+    demand[cluster.aws.market] = demand.get(cluster.aws.market, 0) + info.vcpus * (cluster.nodes - 1)
     notes = []
     for market, vcpus in demand.items():
         if vcpus == 0:
@@ -234,14 +234,14 @@ def run_preflight(clients: AwsClients, cluster: ClusterConfig, resolve_cidr: Cal
     ec2 = clients.ec2
     try:
         check_region_enabled(ec2)
-        vpc_id = resolve_vpc(ec2, cluster.vpc_id)
-        infos = check_instance_types(ec2, cluster.instance_types)
+        vpc_id = resolve_vpc(ec2, cluster.aws.vpc_id)
+        infos = check_instance_types(ec2, cluster.aws.instance_types)
         zones = check_zones(ec2, cluster, vpc_id)
         notes = [f"AWS identity {who}", f"VPC {vpc_id}, zones {', '.join(zones)}"]
-        notes += check_offerings(ec2, cluster.instance_types, zones)
-        notes += check_image(clients, cluster.image, cluster.root_volume_gib, require_base_image)
-        notes += check_quota(clients, cluster, infos[cluster.instance_types[0]])
-        notes += check_routes(ec2, vpc_id, zones, cluster.instance_types, require_base_image)
+        notes += check_offerings(ec2, cluster.aws.instance_types, zones)
+        notes += check_image(clients, cluster.image, cluster.aws.root_volume_gib, require_base_image)
+        notes += check_quota(clients, cluster, infos[cluster.aws.instance_types[0]])
+        notes += check_routes(ec2, vpc_id, zones, cluster.aws.instance_types, require_base_image)
         # The caller's ARN holds its account: arn:aws:sts::ACCOUNT:...
         notes += check_boundary(clients.client("iam"), who.split(":")[4], require_base_image)
     except (ClientError, BotoCoreError) as exc:

@@ -1,6 +1,5 @@
-"""The AWS EC2 provider: composes the stateless steps of the aws_* modules.
-
-Every resource carries xeoncluster:cluster=<name>; teardown finds them by that tag alone.
+"""The AWS EC2 provider: composes the stateless steps of this package's modules. Every resource
+carries xeoncluster:cluster=<name>; teardown finds them by that tag alone.
 Mutating EC2 calls per operation do not grow with the node count: one run_instances per
 launch attempt, and node names come from tags plus AmiLaunchIndex rather than per-node tags.
 """
@@ -118,7 +117,7 @@ class AwsProvider(Provider):
             scope = aws_role.RoleScope(
                 cluster.name, self.region, self.account_id(), str(network.security_group_id),
                 tuple(network.subnets.values()), self._base_image_id(cluster), image_key, prefix,
-                tuple(cluster.instance_types), self.owner())
+                tuple(cluster.aws.instance_types), self.owner())
             result = aws_role.ensure_master_role(self.clients.client("iam"), scope)
         self.events(f"role {result.name} for the master's run agent: {'created' if result.created else 'updated'}")
         return [result.name] if result.created else []
@@ -237,12 +236,12 @@ class AwsProvider(Provider):
             spec = self._launch_spec(cluster, network, count, image, role, first_index, base)
             if root_gib is not None:
                 spec = replace(spec, root_gib=root_gib)
-        market = cluster.effective_master_market if role == "master" else cluster.market
-        zones_by_type = near_zones(network.zones_by_type, near, cluster.placement_group)
-        attempts = plan_attempts(cluster.instance_types, zones_by_type, market, cluster.on_demand_fallback)
+        market = cluster.aws.effective_master_market if role == "master" else cluster.aws.market
+        zones_by_type = near_zones(network.zones_by_type, near, cluster.aws.placement_group)
+        attempts = plan_attempts(cluster.aws.instance_types, zones_by_type, market, cluster.aws.on_demand_fallback)
         launched = launch_with_fallback(self.ec2, spec, attempts, self.instance_wait, self.events,
                                         run_client=self.clients.ec2_no_retries, sleep=self.sleep,
-                                        required_zone=near.zone if near and cluster.placement_group else None)
+                                        required_zone=near.zone if near and cluster.aws.placement_group else None)
         if near is not None and near.zone and launched.attempt.zone != near.zone:
             self.events(f"warning: {role}s run in {launched.attempt.zone}, not in {near.name}'s zone {near.zone} "
                         "(no capacity there): DDP traffic crosses zones, with more latency and a per-GB charge")
@@ -263,10 +262,10 @@ class AwsProvider(Provider):
             raise ProviderError(f"image {image_id} not found in {self.region}")
         return LaunchSpec(
             cluster=cluster.name, role=role, count=count, first_index=first_index, image_id=image_id,
-            root_device=raw_image.get("RootDeviceName", "/dev/sda1"), root_gib=cluster.root_volume_gib,
+            root_device=raw_image.get("RootDeviceName", "/dev/sda1"), root_gib=cluster.aws.root_volume_gib,
             key_name=aws_network.resource_name(cluster.name), security_group_id=str(network.security_group_id),
             subnets=dict(network.subnets), owner=self.owner(),
-            placement_group=aws_network.resource_name(cluster.name) if cluster.placement_group else None,
+            placement_group=aws_network.resource_name(cluster.name) if cluster.aws.placement_group else None,
             instance_profile=self._master_profile(cluster) if role == "master" else None,
             # Whatever address SSH uses, nodes need a way out to apt, PyPI and the Hugging Face hub;
             # in a default VPC that is a public IP (preflight checks the subnets' default route).
@@ -329,10 +328,11 @@ class AwsProvider(Provider):
 
     def prices(self, cluster: ClusterConfig) -> dict[str, PriceQuote]:
         with translated("reading prices"):
-            return quote(self.ec2, self._pricing(), cluster.instance_types, self.region)
+            return quote(self.ec2, self._pricing(), cluster.aws.instance_types, self.region)
 
     def placement(self, cluster: ClusterConfig) -> Placement:
-        return Placement(cluster.region, cluster.instance_types[0], cluster.effective_master_market, cluster.market)
+        return Placement(cluster.aws.region, cluster.aws.instance_types[0], cluster.aws.effective_master_market,
+                         cluster.aws.market)
 
     def plan_notes(self, cluster: ClusterConfig) -> tuple[str, ...]:
         return aws_plan.plan_notes(cluster)
@@ -347,4 +347,4 @@ class AwsProvider(Provider):
 
 
 def make(config: ClusterConfig, events: Callable[[str], None]) -> AwsProvider:
-    return AwsProvider(region=config.region or "us-east-1", profile=config.profile, events=events)
+    return AwsProvider(region=config.aws.region or "us-east-1", profile=config.aws.profile, events=events)

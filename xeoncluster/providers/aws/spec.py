@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Literal
 
-from xeoncluster.providers.spec import Completable, ProviderSpec
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from xeoncluster.providers.spec import ProviderSpec
 
 INSTANCE_TYPE = re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9-]+")
 REGION = re.compile(r"[a-z]{2}(-gov)?-[a-z]+-\d")
@@ -47,7 +50,45 @@ def default_region(profile: str | None) -> str:
     return str(region or "us-east-1")
 
 
-def complete(config: Completable) -> None:
+class AwsSettings(BaseModel):
+    """The `aws:` section of cluster.yaml: what only EC2 means."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    region: str | None = None
+    profile: str | None = None
+    instance_types: list[str] = Field(default_factory=lambda: ["c7i.2xlarge"], min_length=1)
+    market: Literal["spot", "on-demand"] = "spot"
+    master_market: Literal["spot", "on-demand"] | None = None
+    on_demand_fallback: bool = False
+    zones: list[str] = Field(default_factory=list)
+    root_volume_gib: int = Field(default=100, ge=8, le=16384, strict=True)
+    placement_group: bool = False
+    vpc_id: str | None = None
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, value: str | None) -> str | None:
+        return check_region(value)
+
+    @field_validator("instance_types")
+    @classmethod
+    def _instance_types(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("lists an instance type twice")
+        return check_instance_types(value)
+
+    @field_validator("vpc_id")
+    @classmethod
+    def _vpc_id(cls, value: str | None) -> str | None:
+        return check_vpc_id(value)
+
+    @property
+    def effective_master_market(self) -> str:
+        return self.master_market or self.market
+
+
+def complete(config: AwsSettings) -> None:
     if config.region is None:
         object.__setattr__(config, "region", default_region(config.profile))
 
@@ -68,4 +109,5 @@ AWS = ProviderSpec(
     storage_url_text="s3://BUCKET/PREFIX",
     agent_env=("AWS_ENDPOINT_URL",),
     catalog="xeoncluster.providers.aws.catalog",
+    moved_keys=tuple(AwsSettings.model_fields),
 )
