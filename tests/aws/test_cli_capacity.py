@@ -86,7 +86,7 @@ def test_with_a_placement_group_workers_only_try_the_masters_zone(xc, ec2, aws):
     assert run.code == 1
     assert ("could not launch 2 worker node(s) in us-east-1b, the zone the cluster's placement group is bound to"
             in run.error)
-    assert "hint: retry later, add instance types, or set placement_group: false" in run.error
+    assert "hint: retry later, add instance types, or set aws.placement_group: false" in run.error
     assert worker_zones(ec2, aws) == ["us-east-1b"]
     assert nothing_left(live_state(ec2, "t1"))
 

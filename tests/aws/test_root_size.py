@@ -69,8 +69,8 @@ def test_a_root_smaller_than_the_image_is_refused_before_anything_exists(xc, aws
     write_config(f"aws:\n  root_volume_gib: {BAKE_ROOT_GIB - 4}\n")
     run = xc("up", "--name", "t1", "--nodes", "2")
     assert run.code == 2
-    assert run.error == (f"error: root_volume_gib: {BAKE_ROOT_GIB - 4} GiB is smaller than the images xeoncluster "
-                         f"bakes ({BAKE_ROOT_GIB} GiB) | hint: set root_volume_gib: {BAKE_ROOT_GIB} or more")
+    assert run.error == (f"error: aws.root_volume_gib: {BAKE_ROOT_GIB - 4} GiB is smaller than the images xeoncluster "
+                         f"bakes ({BAKE_ROOT_GIB} GiB) | hint: set aws.root_volume_gib: {BAKE_ROOT_GIB} or more")
     assert aws.mutating(service=None) == []
 
 
@@ -78,6 +78,7 @@ def test_growing_a_root_that_is_already_large_enough_says_so_and_modifies_nothin
     provider.prepare(cluster, PUBLIC_KEY)
     [node] = provider.launch(cluster, 1, None, "master", 0, root_gib=20)
     aws.clear()
-    assert provider.grow_root(cluster, node, 20)
+    cluster.aws.root_volume_gib = 20
+    assert provider.grow_root(cluster, node)
     assert "ModifyVolume" not in aws.mutating()
     assert events[-1] == "root volume of node0 is already 20 GiB"

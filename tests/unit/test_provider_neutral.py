@@ -12,7 +12,8 @@ PACKAGE = REPO / "xeoncluster"
 SPECIFIC = ("providers/aws", "providers/local", "providers/registry.py", "standin", "node/notices.py")
 NEUTRAL = [p for p in sorted(PACKAGE.rglob("*.py")) if not str(p.relative_to(PACKAGE)).startswith(SPECIFIC)]
 PROVIDER_SPECIFIC = re.compile(r"""["'](aws|local|ubuntu)["']|ami-|vpc-|s3://|\.bucket\b|AWS_|169\.254\.169\.254"""
-                               r"""|\bimds\b|\bboto3?\b|\baws_[a-z]+\b""", re.I)
+                               r"""|\bimds\b|\bboto3?\b|\baws_[a-z]+\b"""
+                               r"""|(?<!providers)(?<=\w)\.(aws|local)\b(?!/)""", re.I)
 
 
 def test_no_layer_above_the_providers_names_one() -> None:

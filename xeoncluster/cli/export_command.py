@@ -11,6 +11,7 @@ from xeoncluster.cli.train_command import script_of, task_of
 from xeoncluster.config import default_config_path, load_config
 from xeoncluster.kube import export as kube_export
 from xeoncluster.kube.job_spec import DEFAULT_PVC, ExportRequest
+from xeoncluster.kube.machine import configured
 from xeoncluster.kube.paths import MOUNT
 from xeoncluster.stacks import get_stack
 from xeoncluster.train_plan import DEFAULT_MODEL, parse_env
@@ -90,13 +91,14 @@ def export(ctx: click.Context, kind: str, task: str | None, module: str | None, 
     globals_ = (ctx.find_root().obj or {}).get("globals", {})
     config = load_config(config_path or globals_.get("config_path") or default_config_path())
     stack = get_stack(stack_name or config.stack)
+    default_type, default_market = configured(config)
     request = ExportRequest(
         kind=kind, train=_train_request(task, env_pairs, pass_through(ctx),
                                         {**train, "module": module, "workdir": workdir, "excludes": excludes,
                                          "include_secrets": include_secrets}),
-        nodes=config.nodes if nodes is None else nodes, instance_type=instance_type or config.aws.instance_types[0],
+        nodes=config.nodes if nodes is None else nodes, instance_type=instance_type or default_type,
         image=image, pvc=pvc,
-        market=market or config.aws.market)
+        market=market or default_market)
     result = kube_export.export(request, stack)
     if dockerfile is not None:
         kube_export.write_dockerfile(dockerfile, result, stack)

@@ -149,7 +149,7 @@ class UpSteps:
         if self._launch_together():
             steps[-1] = (f"launch master and {nodes - 1} worker(s)", self.launch_all)
             workers = []
-        grow = [(f"grow the master's disk to {self.ctx.config.aws.root_volume_gib} GiB", self.grow_master)] \
+        grow = [(f"grow the master's disk to {self.ctx.provider.root_gib(self.ctx.config)} GiB", self.grow_master)] \
             if self._grown_root() else []
         if self._in_background():
             # Every node starts from the base and is configured at once; the image is only for later ups.
@@ -168,11 +168,9 @@ class UpSteps:
 
     def _launch_together(self) -> bool:
         """No playbook runs between the master's launch and the workers' (the image is ready, or every
-        node is configured at once): they boot at the same time. A placement group keeps the order,
-        as its zone is the master's."""
+        node is configured at once): they boot at the same time, where the provider can."""
         ready = self.image.action in (ImageAction.REUSE, ImageAction.GIVEN) or self._in_background()
-        return (self.ctx.config.nodes > 1 and ready and not self.ctx.config.aws.placement_group
-                and self.ctx.provider.launches_concurrently)
+        return self.ctx.config.nodes > 1 and ready and self.ctx.provider.launches_together(self.ctx.config)
 
     def _in_background(self) -> bool:
         """image_strategy: parallel, where the cloud can finish an image while the node works on."""
@@ -210,12 +208,12 @@ class UpSteps:
 
     def _grown_root(self) -> bool:
         small = self.ctx.provider.bake_root_gib
-        wanted = self.ctx.config.aws.root_volume_gib
-        return self.image.action is ImageAction.BAKE and small is not None and wanted > small
+        wanted = self.ctx.provider.root_gib(self.ctx.config)
+        return self.image.action is ImageAction.BAKE and small is not None and wanted is not None and wanted > small
 
     def grow_master(self) -> None:
         master = self.record.node_list()[0]
-        if self.ctx.provider.grow_root(self.ctx.config, master, self.ctx.config.aws.root_volume_gib):
+        if self.ctx.provider.grow_root(self.ctx.config, master):
             run_on_master(self.ctx, master, self.shell, GROW_ROOT_FS, "growing the master's root filesystem")
 
     def configure(self) -> None:

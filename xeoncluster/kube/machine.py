@@ -9,6 +9,7 @@ import importlib
 from dataclasses import dataclass
 from types import ModuleType
 
+from xeoncluster.config import ClusterConfig
 from xeoncluster.errors import ConfigError
 from xeoncluster.providers.registry import DEFAULT_PROVIDER, spec_for
 from xeoncluster.topology import CpuTopology
@@ -28,6 +29,16 @@ class Machine:
 def catalog(provider: str = DEFAULT_PROVIDER) -> ModuleType:
     name = spec_for(provider).catalog or spec_for(DEFAULT_PROVIDER).catalog
     return importlib.import_module(name)
+
+
+def configured(config: ClusterConfig) -> tuple[str, str]:
+    """The instance type and market the config's provider asks for; the default provider's for one with
+    no machine types (a local cluster exported to a cloud's Kubernetes)."""
+    spec = spec_for(config.provider)
+    if spec.machine_of is None:
+        spec = spec_for(DEFAULT_PROVIDER)
+    assert spec.machine_of is not None
+    return spec.machine_of(getattr(config, spec.name))
 
 
 def machine(instance_type: str, provider: str = DEFAULT_PROVIDER) -> Machine:

@@ -160,8 +160,6 @@ class Provider(ABC):
     # The run agent lives on the master (reached over SSH), not on this machine: the cluster outlives
     # the user's machine, and the master can act on it through the provider's API itself.
     agent_on_master: ClassVar[bool] = False
-    # launch() may run in two threads at once (master and workers of a warm `up` boot together).
-    launches_concurrently: ClassVar[bool] = False
     # The root disk a master is launched with when it will be baked; None: disks have no size here.
     bake_root_gib: ClassVar[int | None] = None
 
@@ -285,8 +283,17 @@ class Provider(ABC):
         """Why a node the cluster had is gone. Not supported: only that it is gone."""
         return "gone"
 
-    def grow_root(self, cluster: ClusterConfig, node: Node, gib: int) -> bool:
-        """Not supported: the node's disk has no size of its own. True once the disk is `gib`."""
+    def root_gib(self, cluster: ClusterConfig) -> int | None:
+        """Not supported: the nodes' disks have no size of their own."""
+        return None
+
+    def grow_root(self, cluster: ClusterConfig, node: Node) -> bool:
+        """Not supported: the node's disk has no size of its own. True once it is root_gib(cluster)."""
+        return False
+
+    def launches_together(self, cluster: ClusterConfig) -> bool:
+        """Not supported: nodes are made one at a time. True where launch() may run in two threads at once
+        (master and workers of a warm `up` boot together)."""
         return False
 
     def purge_images(self, cluster: ClusterConfig) -> Removed:

@@ -47,5 +47,8 @@ class ProviderSpec:
     # A module with lookup(name), nearest(name), known_names() and topology_of(kind) for its machine
     # types, which also size pods on a Kubernetes cluster of its machines; "" for none.
     catalog: str = ""
+    # (instance type, market) its config section asks for: what one of its machines in a Kubernetes
+    # cluster is, for `export`; None where it has no machine types.
+    machine_of: Callable[[Any], tuple[str, str]] | None = None
     # Keys of its config section (ClusterConfig.<name>) that were top-level before 0.2: they still load there.
     moved_keys: tuple[str, ...] = ()

@@ -72,3 +72,12 @@ def parse_host_keys(console: str) -> list[str]:
         if len(parts) >= 2 and (parts[0].startswith(("ssh-", "ecdsa-", "sk-"))):
             keys.append(" ".join(parts[:2]))
     return keys
+
+
+def found_text(found: ConsoleKeys, name: str, waited: float) -> str:
+    """What reading `name`'s console came to, for the provider's events."""
+    if found.keys:
+        return f"host key of {name} from the console output"
+    if found.error:
+        return f"host key of {name}: console output unreadable ({found.error}); trusting on first use"
+    return f"host key of {name} not in the console output after {waited:g}s; trusting on first use"

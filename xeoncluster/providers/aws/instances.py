@@ -156,7 +156,7 @@ def launch_with_fallback(ec2: Any, spec: LaunchSpec, attempts: list[Attempt], wa
     if required_zone:
         raise ProviderError(f"could not launch {spec.count} {spec.role} node(s) in {required_zone}, the zone the "
                             f"cluster's placement group is bound to: {tried}",
-                            hint="retry later, add instance types, or set placement_group: false")
+                            hint="retry later, add instance types, or set aws.placement_group: false")
     hint = "add instance types or zones" + (", or set aws.on_demand_fallback: true"
                                              if attempts and attempts[0].market == "spot" else "")
     raise ProviderError(f"could not launch {spec.count} {spec.role} node(s): {tried}", hint=hint)

@@ -172,8 +172,8 @@ def check_image(clients: AwsClients, image: str, root_gib: int, require_base: bo
 
 def _check_fits(root_gib: int, needed: int, what: str) -> None:
     if root_gib < needed:
-        raise ConfigError(f"root_volume_gib: {root_gib} GiB is smaller than {what} ({needed} GiB)",
-                          hint=f"set root_volume_gib: {needed} or more")
+        raise ConfigError(f"aws.root_volume_gib: {root_gib} GiB is smaller than {what} ({needed} GiB)",
+                          hint=f"set aws.root_volume_gib: {needed} or more")
 
 
 def check_quota(clients: AwsClients, cluster: ClusterConfig, info: TypeInfo) -> list[str]:

@@ -25,7 +25,7 @@ from xeoncluster.providers.aws import teardown as aws_teardown
 from xeoncluster.providers.aws import volumes as aws_volumes
 from xeoncluster.providers.aws.checkip import checkip_caller_ip
 from xeoncluster.providers.aws.clients import OPTIONAL_RETRIES, ApiCall, AwsClients, translated
-from xeoncluster.providers.aws.console import ConsoleWait, poll_host_keys
+from xeoncluster.providers.aws.console import ConsoleWait, found_text, poll_host_keys
 from xeoncluster.providers.aws.instances import (
     LaunchSpec,
     describe_instances,
@@ -60,7 +60,6 @@ class AwsProvider(Provider):
     name = "aws"
     notice_source = AWS.notices
     bakes_in_background = True
-    launches_concurrently = True
     agent_on_master = True
     bake_root_gib = aws_images.BAKE_ROOT_GIB
 
@@ -281,11 +280,16 @@ class AwsProvider(Provider):
         with translated(f"describing {node.name} ({node.id})"):
             return aws_instances.loss_reason(self.ec2, node.id)
 
-    def grow_root(self, cluster: ClusterConfig, node: Node, gib: int) -> bool:
+    def root_gib(self, cluster: ClusterConfig) -> int | None:
+        return cluster.aws.root_volume_gib
+
+    def launches_together(self, cluster: ClusterConfig) -> bool:
+        return not cluster.aws.placement_group  # a placement group's zone is the master's: it goes first
+
+    def grow_root(self, cluster: ClusterConfig, node: Node) -> bool:
+        gib = cluster.aws.root_volume_gib
         with translated(f"growing the root volume of {node.name} ({node.id}) to {gib} GiB"):
-            volume_id, size = aws_volumes.root_volume(self.ec2, node.id)
-            if size < gib:
-                aws_volumes.grow_volume(self.ec2, volume_id, gib, self.instance_wait, self.sleep)
+            size = aws_volumes.grow_root(self.ec2, node.id, gib, self.instance_wait, self.sleep)
         self.events(f"root volume of {node.name} grown from {size} to {gib} GiB" if size < gib
                     else f"root volume of {node.name} is already {size} GiB")
         return True
@@ -301,13 +305,7 @@ class AwsProvider(Provider):
         if self._console_wait is None:
             self._console_wait = ConsoleWait.from_config(self.host_key_wait)
         found = poll_host_keys(self.ec2, node.id, self._console_wait, self.sleep)
-        if found.keys:
-            self.events(f"host key of {node.name} from the console output")
-        elif found.error:
-            self.events(f"host key of {node.name}: console output unreadable ({found.error}); trusting on first use")
-        else:
-            self.events(f"host key of {node.name} not in the console output after "
-                        f"{self._console_wait.waited:g}s; trusting on first use")
+        self.events(found_text(found, node.name, self._console_wait.waited))
         return found.keys
 
     # -- teardown --------------------------------------------------------------------------

@@ -88,6 +88,10 @@ class AwsSettings(BaseModel):
         return self.master_market or self.market
 
 
+def machine_of(config: AwsSettings) -> tuple[str, str]:
+    return config.instance_types[0], config.market
+
+
 def complete(config: AwsSettings) -> None:
     if config.region is None:
         object.__setattr__(config, "region", default_region(config.profile))
@@ -109,5 +113,6 @@ AWS = ProviderSpec(
     storage_url_text="s3://BUCKET/PREFIX",
     agent_env=("AWS_ENDPOINT_URL",),
     catalog="xeoncluster.providers.aws.catalog",
+    machine_of=machine_of,
     moved_keys=tuple(AwsSettings.model_fields),
 )

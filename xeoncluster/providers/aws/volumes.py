@@ -35,3 +35,12 @@ def grow_volume(ec2: Any, volume_id: str, gib: int, wait: dict[str, int],
             raise ProviderError(f"growing {volume_id} to {gib} GiB failed: {found[0].get('StatusMessage', '')}")
         sleep(wait.get("Delay", 5))
     raise ProviderError(f"growing {volume_id} to {gib} GiB did not finish in time")
+
+
+def grow_root(ec2: Any, instance_id: str, gib: int, wait: dict[str, int],
+              sleep: Callable[[float], None] = time.sleep) -> int:
+    """Grows the instance's root volume to `gib` unless it is that large already; the size it had."""
+    volume_id, size = root_volume(ec2, instance_id)
+    if size < gib:
+        grow_volume(ec2, volume_id, gib, wait, sleep)
+    return size
