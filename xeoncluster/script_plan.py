@@ -19,34 +19,27 @@ from xeoncluster.train_request import SCRIPT_TASK
 from xeoncluster.workdir import Workdir, scan
 
 if TYPE_CHECKING:
-    from xeoncluster.train_request import TrainRequest
+    from xeoncluster.train_request import ScriptRequest
 
 SCRIPT_LABELS = ("script:", "module:")  # how a script's runs are recorded (RunRecord.task)
 MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 OUTPUT = "{output}"  # in ARGS: the run's output folder on every node (XC_OUTPUT_DIR)
 DATA = "{data}"      # in ARGS: the folder holding the --data files on every node (XC_DATA_DIR)
-# What the built-in tasks alone take: a script brings its own model, data and arguments.
-TASK_ONLY = (("--demo", "demo"), ("--dataset", "dataset"), ("--train-file", "train_file"),
-             ("--eval-file", "eval_file"), ("--model", "model"))
 
 
-def run_prefix(request: TrainRequest) -> str:
+def run_prefix(request: ScriptRequest) -> str:
     name = request.module or Path(str(request.script)).stem
     return re.sub(r"[^A-Za-z0-9._-]", "-", name).strip(".-_")[:40] or SCRIPT_TASK
 
 
-def workdir_of(request: TrainRequest) -> Path:
+def workdir_of(request: ScriptRequest) -> Path:
     if request.workdir is not None:
         return request.workdir
     return request.script.parent if request.script is not None else Path(".")
 
 
-def check_script_request(request: TrainRequest) -> Workdir:
+def check_script_request(request: ScriptRequest) -> Workdir:
     """The script or module, its folder and its data: one error for the first thing wrong."""
-    given = [flag for flag, field in TASK_ONLY if getattr(request, field)]
-    if given:
-        raise ConfigError(f"{', '.join(given)} belong(s) to the built-in tasks; a script brings its own model and data",
-                          hint="pass data files with --data FILE and the script's own options after `--`")
     if (request.script is None) == (request.module is None):
         raise ConfigError("give a script PATH.py or -m MODULE, not both", hint="e.g. xeoncluster train train.py")
     if request.module is not None and not MODULE_NAME.fullmatch(request.module):
@@ -73,7 +66,7 @@ def _check_script(script: Path, workdir: Path) -> None:
                           hint="the workdir is what goes to the nodes: pass the folder that holds the script")
 
 
-def script_args(request: TrainRequest, home: str, run: str, workdir: Workdir) -> list[str]:
+def script_args(request: ScriptRequest, home: str, run: str, workdir: Workdir) -> list[str]:
     """The argv each rank runs: the wrapper, then the user's ARGS with {output} and {data} filled in."""
     layout = RemoteLayout(home)
     args = [layout.python, "-m", "xeoncluster.node.user_script", "--output-dir", layout.run_dir(run),
@@ -105,7 +98,7 @@ def script_env(home: str, run: str, workdir: Workdir) -> dict[str, str]:
             "ACCELERATE_USE_CPU": "1"}
 
 
-def as_synced(request: TrainRequest, home: str) -> TrainRequest:
+def as_synced(request: ScriptRequest, home: str) -> ScriptRequest:
     """The request as the master's agent sees it: the script inside the workdir's copy on the master
     (which scans to the same digest: same files, same places)."""
     workdir = check_script_request(request)
@@ -114,7 +107,7 @@ def as_synced(request: TrainRequest, home: str) -> TrainRequest:
     return replace(request, workdir=copy, script=script)
 
 
-def resume_args(request: TrainRequest) -> list[str]:
+def resume_args(request: ScriptRequest) -> list[str]:
     """The script part of the `train ... --resume` line."""
     args = ["-m", request.module] if request.module else [str(request.script)]
     if request.workdir is not None:

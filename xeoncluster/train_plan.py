@@ -21,7 +21,7 @@ from xeoncluster.providers.registry import storage_forms
 from xeoncluster.remote_layout import NODE_MODULE, NODE_MODULES, PACKAGE_ROOT, RemoteLayout
 from xeoncluster.stacks import Stack
 from xeoncluster.topology import CpuTopology, RankPlan, mpirun_command, plan_ranks, render_command
-from xeoncluster.train_request import DEFAULT_MAX_RESTARTS, TrainRequest
+from xeoncluster.train_request import DEFAULT_MAX_RESTARTS, AnyRequest, ScriptRequest, TaskRequest, TrainRequest
 
 TASKS = ("squad", "glue")
 LAUNCHER_ENV = "I_MPI_HYDRA_BRANCH_COUNT=-1"
@@ -80,47 +80,39 @@ def check_run_name(run: str | None) -> None:
                           "letter or digit", hint="e.g. --run squad-lr5e-5")
 
 
-def default_run_name(request: TrainRequest) -> str:
-    prefix = script_plan.run_prefix(request) if request.is_script else request.task
+def default_run_name(request: AnyRequest) -> str:
+    prefix = script_plan.run_prefix(request) if isinstance(request, ScriptRequest) else request.task
     return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def resume_command(request: TrainRequest, cluster: str, run: str) -> str:
+def resume_command(request: AnyRequest, cluster: str, run: str) -> str:
     """The `xeoncluster train` line that continues `run` with the same options (--env values elided)."""
-    args = ["xeoncluster", "train", *(script_plan.resume_args(request) if request.is_script else [request.task]),
-            "--name", cluster]
-    if request.task == "glue":
-        args += ["--task", request.glue_task]
-    valued = (("--dataset", request.dataset), ("--train-file", request.train_file), ("--eval-file", request.eval_file),
-              ("--model", request.model), ("--ppn", request.ppn), ("--threads", request.threads),
+    task = request if isinstance(request, TaskRequest) else None
+    args = ["xeoncluster", "train", *(script_plan.resume_args(request) if isinstance(request, ScriptRequest)
+                                      else [request.task]), "--name", cluster]
+    if task is not None and task.task == "glue":
+        args += ["--task", task.glue_task]
+    task_valued = (("--dataset", task.dataset), ("--train-file", task.train_file), ("--eval-file", task.eval_file),
+                   ("--model", task.model)) if task is not None else ()
+    valued = (*task_valued, ("--ppn", request.ppn), ("--threads", request.threads),
               ("--fetch-model", request.fetch_model),
               ("--max-restarts", request.max_restarts if request.max_restarts != DEFAULT_MAX_RESTARTS else None),
               ("--storage", request.storage))
     args += [part for flag, value in valued if value is not None for part in (flag, str(value))]
-    args += [flag for flag, on in (("--demo", request.demo), ("--offline", request.offline),
+    args += [flag for flag, on in (("--demo", task is not None and task.demo), ("--offline", request.offline),
                                    ("--no-tune", not request.tuned)) if on]
     args += [part for name, _ in request.env for part in ("--env", f"{name}=...")]
     args += ["--run", run, "--resume"]
     return shlex.join(args + (["--", *request.trainer_args] if request.trainer_args else []))
 
 
-def check_request(request: TrainRequest, stack: Stack) -> None:
+def check_request(request: AnyRequest, stack: Stack) -> None:
     """Impossible combinations fail here, before anything runs."""
     check_run_name(request.run)
-    if request.is_script:
+    if isinstance(request, ScriptRequest):
         script_plan.check_script_request(request)
-    elif request.task not in TASKS:
-        raise ConfigError(f"unknown task '{request.task}'; choose one of {', '.join(TASKS)}, a script PATH.py, "
-                          "or -m MODULE")
-    if request.task == "glue" and request.glue_task not in GLUE_TASKS:
-        raise ConfigError(f"--task {request.glue_task!r}: not a GLUE task; "
-                          f"choose one of {', '.join(sorted(GLUE_TASKS))}")
-    if request.dataset and (request.train_file or request.demo):
-        raise ConfigError("--dataset cannot be combined with --train-file or --demo")
-    if request.demo and (request.train_file or request.model):
-        raise ConfigError("--demo brings its own model and data; drop --train-file/--model, or drop --demo")
-    if request.eval_file and not request.train_file:
-        raise ConfigError("--eval-file needs --train-file")
+    else:
+        check_task_request(request)
     if request.ppn is not None and request.ppn < 1:
         raise ConfigError(f"--ppn must be at least 1 (got {request.ppn})")
     if request.storage is not None:
@@ -140,6 +132,21 @@ def check_request(request: TrainRequest, stack: Stack) -> None:
                           hint="drop --ddp-backend ccl, or `up` a cluster with --stack intel")
 
 
+def check_task_request(request: TaskRequest) -> None:
+    if request.task not in TASKS:
+        raise ConfigError(f"unknown task '{request.task}'; choose one of {', '.join(TASKS)}, a script PATH.py, "
+                          "or -m MODULE")
+    if request.task == "glue" and request.glue_task not in GLUE_TASKS:
+        raise ConfigError(f"--task {request.glue_task!r}: not a GLUE task; "
+                          f"choose one of {', '.join(sorted(GLUE_TASKS))}")
+    if request.dataset and (request.train_file or request.demo):
+        raise ConfigError("--dataset cannot be combined with --train-file or --demo")
+    if request.demo and (request.train_file or request.model):
+        raise ConfigError("--demo brings its own model and data; drop --train-file/--model, or drop --demo")
+    if request.eval_file and not request.train_file:
+        raise ConfigError("--eval-file needs --train-file")
+
+
 def requested_backend(trainer_args: tuple[str, ...]) -> str | None:
     for index, arg in enumerate(trainer_args):
         name, sep, value = arg.partition("=")
@@ -148,7 +155,7 @@ def requested_backend(trainer_args: tuple[str, ...]) -> str | None:
     return None
 
 
-def program_args(request: TrainRequest, stack: Stack, home: str, run: str, data: dict[str, str]) -> list[str]:
+def program_args(request: TaskRequest, stack: Stack, home: str, run: str, data: dict[str, str]) -> list[str]:
     layout = RemoteLayout(home)
     args = [layout.python, "-m", NODE_MODULE, request.task]
     if request.task == "glue":
@@ -182,7 +189,7 @@ def launch_env(request: TrainRequest, stack: Stack, home: str, run: str, iface: 
         # gloo and Hydra otherwise pick an address by resolving the hostname, which fails in VPCs
         # without DNS hostnames; the interface that reaches the master's private address always works.
         env |= {"GLOO_SOCKET_IFNAME": iface, "I_MPI_HYDRA_IFACE": iface}
-    if request.offline or request.demo:
+    if request.hub_offline:
         env |= {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     if request.env:
         env[XC_ENV_FILE] = f"{RemoteLayout(home).run_dir(run)}/{ENV_FILE}"
@@ -200,13 +207,16 @@ def env_file_text(request: TrainRequest) -> str:
     return json.dumps(dict(request.env), indent=1) + "\n"
 
 
-def build_plan(request: TrainRequest, stack: Stack, nodes: list[Node], topology: CpuTopology, home: str,
+def build_plan(request: AnyRequest, stack: Stack, nodes: list[Node], topology: CpuTopology, home: str,
                run: str, data: dict[str, str], iface: str | None = None, notices: str | None = None) -> LaunchPlan:
     master = nodes[0]
     env = launch_env(request, stack, home, run, iface, notices)
-    workdir = script_plan.check_script_request(request) if request.is_script else None
-    if workdir is not None:
+    if isinstance(request, ScriptRequest):
+        workdir = script_plan.check_script_request(request)
         env |= script_plan.script_env(home, run, workdir)
+        program = script_plan.script_args(request, home, run, workdir)
+    else:
+        program = program_args(request, stack, home, run, data)
     try:
         ranks = plan_ranks(topology, len(nodes), backend=stack.backend, ipex=stack.ipex, ppn=request.ppn,
                            threads=request.threads, master_addr=master.private_ip, extra_env=env)
@@ -214,12 +224,10 @@ def build_plan(request: TrainRequest, stack: Stack, nodes: list[Node], topology:
         raise ConfigError(str(exc)) from None
     if not request.tuned:
         ranks = untuned(ranks, env)
-    program = script_plan.script_args(request, home, run, workdir) if workdir else \
-        program_args(request, stack, home, run, data)
     layout = RemoteLayout(home)
     argv = mpirun_command(layout.mpiexec, layout.hostfile, ranks, program)
     return LaunchPlan(run, tuple(nodes), topology, ranks, tuple(argv), home, ranks.notes,
-                      tuple(name for name, _ in request.env), signal_ranks=request.is_script)
+                      tuple(name for name, _ in request.env), signal_ranks=isinstance(request, ScriptRequest))
 
 
 UNTUNED_KEEP = ("MASTER_ADDR", "MASTER_PORT")
@@ -231,7 +239,7 @@ def untuned(ranks: RankPlan, extra: dict[str, str]) -> RankPlan:
     return replace(ranks, env=env, threads_per_rank=0, notes=(*ranks.notes, "untuned: library defaults"))
 
 
-def dry_run_plan(request: TrainRequest, stack: Stack, topology: CpuTopology, instance_type: str, node_count: int,
+def dry_run_plan(request: AnyRequest, stack: Stack, topology: CpuTopology, instance_type: str, node_count: int,
                  user: str) -> LaunchPlan:
     """For a cluster that does not exist yet: `topology` is what a node of that type would report."""
     if not 1 <= node_count <= 256:
@@ -240,9 +248,10 @@ def dry_run_plan(request: TrainRequest, stack: Stack, topology: CpuTopology, ins
     nodes = [Node(name=f"node{i}", id="(planned)", private_ip="<node0-private-ip>" if i == 0 else "", ssh_host="",
                   role="master" if i == 0 else "worker", market="", instance_type=instance_type)
              for i in range(node_count)]
-    data = {"train": f"{PACKAGE_ROOT}/data/<digest>/{request.train_file.name}"} if request.train_file else {}
-    if request.eval_file:
-        data["eval"] = f"{PACKAGE_ROOT}/data/<digest>/{request.eval_file.name}"
+    data = {}
+    if isinstance(request, TaskRequest):
+        files = (("train", request.train_file), ("eval", request.eval_file))
+        data = {key: f"{PACKAGE_ROOT}/data/<digest>/{path.name}" for key, path in files if path is not None}
     return build_plan(request, stack, nodes, topology, home, request.run or "<run>", data)
 
 

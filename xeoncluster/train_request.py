@@ -1,24 +1,22 @@
-"""What the user asked `train` for: a value the CLI builds, a dry run prints and the agent receives."""
+"""What the user asked `train` for: a value the CLI builds, a dry run prints and the agent receives.
+
+One kind per run: a built-in task (TaskRequest) or a user's script (ScriptRequest), each with the
+options that mean something to it, over what every run has (TrainRequest). `kind` tells them apart
+in request.json."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 SCRIPT_TASK = "script"
 DEFAULT_MAX_RESTARTS = 2
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrainRequest:
-    """Everything the user asked for; a value that a dry run can print."""
+    """What every run is asked for, a task's or a script's."""
 
-    task: str
-    glue_task: str = "mrpc"
-    dataset: str | None = None
-    train_file: Path | None = None
-    eval_file: Path | None = None
-    model: str | None = None
-    demo: bool = False
     run: str | None = None
     resume: bool = False
     resume_from: str | None = None  # --resume-from CLUSTER/RUN: the other cluster whose stored run may be taken
@@ -26,25 +24,57 @@ class TrainRequest:
     threads: int | None = None
     env: tuple[tuple[str, str], ...] = ()
     trainer_args: tuple[str, ...] = ()
-    fetch_model: Path | None = None
+    fetch_model: Path | None = None  # the run's model/ folder, a task's or a script's that writes one
     offline: bool = False
     tuned: bool = True
     max_restarts: int = DEFAULT_MAX_RESTARTS
     storage: str | None = None  # --storage: where the run is kept beyond the nodes (else the config's)
-    script: Path | None = None    # train PATH.py: a user's script (task "script")
-    module: str | None = None     # train -m MODULE
+
+    @property
+    def hub_offline(self) -> bool:
+        """Whether the ranks must not reach the Hugging Face hub."""
+        return self.offline
+
+
+@dataclass(frozen=True, kw_only=True)
+class TaskRequest(TrainRequest):
+    """A built-in task (squad, glue): its model and data are options."""
+
+    kind: Literal["task"] = "task"
+    task: str
+    glue_task: str = "mrpc"
+    dataset: str | None = None
+    train_file: Path | None = None
+    eval_file: Path | None = None
+    model: str | None = None
+    demo: bool = False
+
+    @property
+    def hub_offline(self) -> bool:
+        return self.offline or self.demo  # the demo's model and data are built on the nodes
+
+    @property
+    def label(self) -> str:
+        """What runs; runs of one label resume each other."""
+        return self.task
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScriptRequest(TrainRequest):
+    """A user's script (train PATH.py) or module (train -m MODULE), with the folder it runs in."""
+
+    kind: Literal["script"] = "script"
+    script: Path | None = None
+    module: str | None = None
     workdir: Path | None = None   # the folder the script runs in (default: the script's own)
     data: tuple[Path, ...] = ()   # --data: files every node gets, in XC_DATA_DIR
     excludes: tuple[str, ...] = ()  # --exclude: workdir paths left out
     include_secrets: tuple[str, ...] = ()  # --include-secret: secret-looking workdir paths sent anyway
 
     @property
-    def is_script(self) -> bool:
-        return self.task == SCRIPT_TASK
-
-    @property
     def label(self) -> str:
-        """What runs: the task, or script:NAME / module:NAME; runs of one label resume each other."""
-        if not self.is_script:
-            return self.task
+        """script:NAME or module:NAME; runs of one label resume each other."""
         return f"module:{self.module}" if self.module else f"script:{Path(str(self.script)).name}"
+
+
+AnyRequest = TaskRequest | ScriptRequest

@@ -306,6 +306,17 @@ def test_the_laptop_takes_nothing_from_a_master_that_rewrites_its_state(cli: Cli
     assert after["node0"] == before["node0"] and after[kept["name"]] == before[kept["name"]]
 
 
+def why(cli: Cli, run: str, record: dict[str, Any] | None) -> str:
+    """What a test that waited in vain on a run prints: its record, and the ends of its log and its agent's."""
+    from xeoncluster.runs.host import AGENT_HOME
+
+    log = cli("logs", run, "--name", CLUSTER)
+    agent = cli("exec", "--name", CLUSTER, "--node", "node0", "--",
+                f"tail -n 15 {AGENT_HOME}/clusters/{CLUSTER}/runs/{run}/agent.log")
+    return (f"record {record}\n--- train log (tail)\n" + "\n".join((log.stdout + log.stderr).splitlines()[-15:])
+            + f"\n--- agent log (tail)\n{agent.stdout}{agent.stderr}")
+
+
 def durable_steps(cli: Cli, run: str) -> list[int]:
     bucket = cli.state()["storage"]["container"]
     listed = boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix=f"{CLUSTER}/runs/{run}/checkpoints/")
@@ -320,7 +331,9 @@ def test_a_run_that_loses_every_instance_resumes_from_s3_after_up(standin: Any, 
            "--max-steps", "240", "--save-steps", "40")
     deadline = time.monotonic() + 600
     while not [s for s in durable_steps(cli, "durable") if s >= 80]:
-        assert time.monotonic() < deadline, "no checkpoint reached S3"
+        record = run_record(cli, "durable")
+        ended = record is not None and record["state"] in ("succeeded", "failed", "cancelled")
+        assert time.monotonic() < deadline and not ended, f"no checkpoint reached S3: {why(cli, 'durable', record)}"
         time.sleep(1)
     boto3.client("ec2").terminate_instances(InstanceIds=[i["InstanceId"] for i in instances()])
     kept = durable_steps(cli, "durable")

@@ -18,14 +18,14 @@ from xeoncluster.providers.aws import catalog as aws_catalog
 from xeoncluster.stacks import get_stack
 from xeoncluster.topology import plan_ranks
 from xeoncluster.train_plan import dry_run_plan
-from xeoncluster.train_request import TrainRequest
+from xeoncluster.train_request import TaskRequest
 
 IMAGE = "registry.example.com/xeoncluster-training:stock"
 
 
 def exported(kind: str, nodes: int = 4, instance_type: str = "c7i.16xlarge", market: str = "spot",
              **train: Any) -> Export:
-    request = TrainRequest(**{"task": "squad", "run": "squad-k8s", **train})
+    request = TaskRequest(**{"task": "squad", "run": "squad-k8s", **train})
     return export(ExportRequest(kind, request, nodes, instance_type, IMAGE, "team-data", market), get_stack("stock"))
 
 
@@ -110,7 +110,7 @@ def test_ranks_threads_and_preload_come_from_the_train_planner_over_the_pod_s_cp
     assert (env["OMP_PROC_BIND"], env["OMP_PLACES"]) == ("close", "cores")
     assert env["LD_PRELOAD"] == aws_catalog.DEFAULT_TCMALLOC
     # The EC2 path plans the whole node: one thread more, the core the pod leaves to kubelet.
-    ec2 = dry_run_plan(TrainRequest(task="squad"), get_stack("stock"), node.topology, "c7i.16xlarge", 4, "ubuntu")
+    ec2 = dry_run_plan(TaskRequest(task="squad"), get_stack("stock"), node.topology, "c7i.16xlarge", 4, "ubuntu")
     assert ec2.ranks.threads_per_rank == 32 and ec2.ranks.ranks_per_node == 1
     # torchrun sets the rendezvous; Intel MPI pinning means nothing without mpiexec.
     assert not {"MASTER_ADDR", "MASTER_PORT"} & set(env)

@@ -25,7 +25,7 @@ from xeoncluster.state import StateDir
 from xeoncluster.storage.base import StorageLocation
 from xeoncluster.topology import CpuTopology
 from xeoncluster.train_plan import build_plan
-from xeoncluster.train_request import TrainRequest
+from xeoncluster.train_request import TaskRequest
 
 MASTER = Node("node0", "n0", "10.0.0.2", "10.0.0.2", "master", "local")
 
@@ -62,7 +62,7 @@ def supervisor(tmp_path: Path, shell: FolderShell) -> Supervisor:
     config = ClusterConfig.model_validate({"name": "c1", "provider": "local"})
     ctx = CommandContext(config, StateDir("c1", tmp_path / "home"), LocalProvider(tmp_path / "root"), Reporter(),
                          shell_factory=lambda _identity: shell)  # type: ignore[arg-type,return-value]
-    request = TrainRequest(task="squad", demo=True)
+    request = TaskRequest(task="squad", demo=True)
     plan = build_plan(request, get_stack("stock"), [MASTER], CpuTopology(1, 2, 1, 1, 2), str(shell.home), "r1", {})
     store = str(tmp_path / "store")
     files = RunFiles(tmp_path / "agent" / "r1")

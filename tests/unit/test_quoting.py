@@ -24,7 +24,7 @@ from xeoncluster.remote_command import HomePath, all_of, remote_command, written
 from xeoncluster.script_plan import check_script_request
 from xeoncluster.stacks import get_stack
 from xeoncluster.train_plan import check_run_name
-from xeoncluster.train_request import TrainRequest
+from xeoncluster.train_request import ScriptRequest, TaskRequest
 from xeoncluster.workdir import scan
 
 HOSTILE = ["a$(touch PWNED)b.csv", "x`touch PWNED`", "it's; touch PWNED", "-rf", "a b\nc", "*", "~x", "$HOME"]
@@ -85,7 +85,7 @@ def test_fetching_results_quotes_the_run_folder(tmp_path: Path) -> None:
 
 
 def request_field(**fields: Any) -> Callable[[], object]:
-    return lambda: check_script_request(TrainRequest(task="script", **fields))
+    return lambda: check_script_request(ScriptRequest(**fields))
 
 
 NEWLINE_CASES: list[tuple[str, Callable[[], object]]] = [
@@ -111,9 +111,9 @@ def test_every_validator_refuses_a_trailing_newline(check: Callable[[], object])
 def test_image_ids_and_kube_names_refuse_a_trailing_newline() -> None:
     assert is_image_id("ami-0123456789abcdef0") and not is_image_id("ami-0123456789abcdef0\n")
     assert is_image_id("local-0123456789ab") and not is_image_id("local-0123456789ab\n")
-    good = ExportRequest("trainjob", TrainRequest(task="squad"), 1, "c7i.2xlarge", None, "data")
+    good = ExportRequest("trainjob", TaskRequest(task="squad"), 1, "c7i.2xlarge", None, "data")
     check_export(good, get_stack("stock"))
-    for bad in (replace(good, pvc="data\n"), replace(good, train=TrainRequest(task="squad", run="job\n"))):
+    for bad in (replace(good, pvc="data\n"), replace(good, train=TaskRequest(task="squad", run="job\n"))):
         with pytest.raises(ConfigError):
             check_export(bad, get_stack("stock"))
 

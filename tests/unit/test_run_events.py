@@ -10,7 +10,7 @@ from xeoncluster.runs.submission import Submission
 from xeoncluster.stacks import get_stack
 from xeoncluster.topology import CpuTopology
 from xeoncluster.train_plan import build_plan
-from xeoncluster.train_request import TrainRequest
+from xeoncluster.train_request import TaskRequest
 
 
 def test_events_travel_as_marked_lines_with_or_without_the_rank_label() -> None:
@@ -31,7 +31,7 @@ def test_events_jsonl_skips_a_line_cut_short_by_a_crash() -> None:
 
 
 def test_the_submission_keeps_env_values_out_of_request_json(tmp_path: Path) -> None:
-    request = TrainRequest(task="squad", demo=True, env=(("HF_TOKEN", "hf_s3cret"),), trainer_args=("--max-steps", "5"))
+    request = TaskRequest(task="squad", demo=True, env=(("HF_TOKEN", "hf_s3cret"),), trainer_args=("--max-steps", "5"))
     nodes = [Node("node0", "n0", "10.0.0.2", "10.0.0.2", "master", "local")]
     plan = build_plan(request, get_stack("stock"), nodes, CpuTopology(1, 2, 1, 1, 2), "/root", "r1", {})
     submission = Submission(request, plan)

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
+from xeoncluster.cli.train_command import request_of
 from xeoncluster.errors import ConfigError
 from xeoncluster.script_plan import check_script_request, script_args
-from xeoncluster.train_request import TrainRequest
+from xeoncluster.train_request import SCRIPT_TASK, ScriptRequest, TaskRequest
 from xeoncluster.workdir import MAX_FILE_BYTES, SYNC_MARKER, scan
 
 
@@ -23,8 +24,8 @@ def project(tmp_path: Path) -> Path:
     return root
 
 
-def script(project: Path, **fields: object) -> TrainRequest:
-    return TrainRequest(task="script", **{"script": project / "train.py", **fields})  # type: ignore[arg-type]
+def script(project: Path, **fields: object) -> ScriptRequest:
+    return ScriptRequest(**{"script": project / "train.py", **fields})  # type: ignore[arg-type]
 
 
 def test_the_workdir_travels_by_content(project: Path) -> None:
@@ -67,7 +68,6 @@ def test_large_files_are_refused_and_pointed_at_data(project: Path) -> None:
     ({"module": "pkg"}, "not both"),
     ({"script": None}, "give a script PATH.py or -m MODULE"),
     ({"script": None, "module": "pkg/train"}, "not a module name"),
-    ({"demo": True}, "--demo belong(s) to the built-in tasks"),
     ({"data": (Path("nosuch.csv"),)}, "--data nosuch.csv: no such file"),
 ])
 def test_bad_script_requests_are_one_error(project: Path, fields: dict[str, object], message: str) -> None:
@@ -75,6 +75,25 @@ def test_bad_script_requests_are_one_error(project: Path, fields: dict[str, obje
     with pytest.raises(ConfigError) as refused:
         check_script_request(script(project, **fixed))
     assert message in refused.value.message
+
+
+TASK_OPTIONS = {"glue_task": "mrpc", "dataset": None, "train_file": None, "eval_file": None, "model": None,
+                "demo": False}
+SCRIPT_OPTIONS = {"workdir": None, "data": (), "excludes": (), "include_secrets": ()}
+
+
+def test_each_kind_takes_its_own_options_and_the_other_kind_s_are_refused(project: Path) -> None:
+    task = request_of("glue", None, None, {"run": "r1"}, TASK_OPTIONS | {"glue_task": "rte"}, SCRIPT_OPTIONS)
+    assert task == TaskRequest(task="glue", glue_task="rte", run="r1") and task.label == "glue"
+    module = request_of(SCRIPT_TASK, None, "pkg.train", {"ppn": 2}, TASK_OPTIONS, SCRIPT_OPTIONS | {"workdir": project})
+    assert module == ScriptRequest(module="pkg.train", workdir=project, ppn=2) and module.label == "module:pkg.train"
+    with pytest.raises(ConfigError) as refused:
+        request_of(SCRIPT_TASK, project / "train.py", None, {}, TASK_OPTIONS | {"demo": True, "model": "bert"},
+                   SCRIPT_OPTIONS)
+    assert refused.value.message.startswith("--demo, --model belong(s) to the built-in tasks")
+    with pytest.raises(ConfigError) as refused:
+        request_of("squad", None, None, {}, TASK_OPTIONS, SCRIPT_OPTIONS | {"data": (project,), "excludes": (".git",)})
+    assert refused.value.message.startswith("--data, --exclude belong(s) to scripts; the built-in task squad")
 
 
 def test_a_script_outside_the_workdir_is_refused(project: Path, tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from xeoncluster.providers.aws.provider import AwsProvider
 from xeoncluster.stacks import check_stack, get_stack
 from xeoncluster.topology import CpuTopology
 from xeoncluster.train_plan import check_request, dry_run_plan, env_file_text, parse_env, requested_backend
-from xeoncluster.train_request import TrainRequest
+from xeoncluster.train_request import TaskRequest
 
 
 def planned(instance_type: str) -> CpuTopology:
@@ -23,7 +23,7 @@ def planned(instance_type: str) -> CpuTopology:
 
 
 def test_dry_run_for_four_two_socket_nodes() -> None:
-    plan = dry_run_plan(TrainRequest(task="squad", demo=True), get_stack("stock"), planned("c7i.48xlarge"),
+    plan = dry_run_plan(TaskRequest(task="squad", demo=True), get_stack("stock"), planned("c7i.48xlarge"),
                         "c7i.48xlarge", 4, "ubuntu")
     env = dict(plan.ranks.env)
     assert (plan.ranks.world_size, plan.ranks.ranks_per_node, plan.ranks.threads_per_rank) == (8, 2, 48)
@@ -39,7 +39,7 @@ def test_dry_run_for_four_two_socket_nodes() -> None:
 
 
 def test_overrides_reach_the_plan() -> None:
-    request = TrainRequest(task="glue", glue_task="rte", ppn=4, threads=8, env=(("KMP_BLOCKTIME", "0"),),
+    request = TaskRequest(task="glue", glue_task="rte", ppn=4, threads=8, env=(("KMP_BLOCKTIME", "0"),),
                            trainer_args=("--learning_rate", "5e-5"), dataset="glue")
     plan = dry_run_plan(request, get_stack("stock"), planned("c7i.48xlarge"), "c7i.48xlarge", 2, "ubuntu")
     env = dict(plan.ranks.env)
@@ -50,7 +50,7 @@ def test_overrides_reach_the_plan() -> None:
 
 
 def test_untuned_plan_keeps_only_rendezvous() -> None:
-    plan = dry_run_plan(TrainRequest(task="squad", demo=True, tuned=False), get_stack("stock"),
+    plan = dry_run_plan(TaskRequest(task="squad", demo=True, tuned=False), get_stack("stock"),
                         planned("c6i.16xlarge"), "c6i.16xlarge", 2,
                         "ubuntu")
     keys = {k for k, _ in plan.ranks.env}
@@ -59,22 +59,22 @@ def test_untuned_plan_keeps_only_rendezvous() -> None:
 
 
 @pytest.mark.parametrize("request_,message", [
-    (TrainRequest(task="squad", dataset="squad", demo=True), "--dataset cannot be combined"),
-    (TrainRequest(task="squad", demo=True, model="bert-base-uncased"), "--demo brings its own model"),
-    (TrainRequest(task="squad", eval_file=Path("e.json")), "--eval-file needs --train-file"),
-    (TrainRequest(task="squad", ppn=0), "--ppn must be at least 1"),
-    (TrainRequest(task="squad", threads=0), "--threads must be at least 1"),
-    (TrainRequest(task="squad", trainer_args=("--ddp-backend", "ccl")), "the ccl backend needs the intel stack"),
-    (TrainRequest(task="squad", trainer_args=("--ddp_backend=ccl",)), "the ccl backend needs the intel stack"),
-    (TrainRequest(task="ner"), "unknown task 'ner'"),
+    (TaskRequest(task="squad", dataset="squad", demo=True), "--dataset cannot be combined"),
+    (TaskRequest(task="squad", demo=True, model="bert-base-uncased"), "--demo brings its own model"),
+    (TaskRequest(task="squad", eval_file=Path("e.json")), "--eval-file needs --train-file"),
+    (TaskRequest(task="squad", ppn=0), "--ppn must be at least 1"),
+    (TaskRequest(task="squad", threads=0), "--threads must be at least 1"),
+    (TaskRequest(task="squad", trainer_args=("--ddp-backend", "ccl")), "the ccl backend needs the intel stack"),
+    (TaskRequest(task="squad", trainer_args=("--ddp_backend=ccl",)), "the ccl backend needs the intel stack"),
+    (TaskRequest(task="ner"), "unknown task 'ner'"),
 ])
-def test_impossible_requests_fail_before_anything_runs(request_: TrainRequest, message: str) -> None:
+def test_impossible_requests_fail_before_anything_runs(request_: TaskRequest, message: str) -> None:
     with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
         check_request(request_, get_stack("stock"))
 
 
 def test_ccl_is_fine_on_the_intel_stack() -> None:
-    check_request(TrainRequest(task="squad", trainer_args=("--ddp-backend", "ccl")), get_stack("intel"))
+    check_request(TaskRequest(task="squad", trainer_args=("--ddp-backend", "ccl")), get_stack("intel"))
     assert requested_backend(("--x", "1", "--ddp-backend", "gloo")) == "gloo"
 
 
@@ -140,16 +140,16 @@ def test_ranks_use_the_interface_that_reaches_the_master() -> None:
     nodes = [Node(f"node{i}", f"i-{i}", f"10.0.0.{i + 2}", "", "master" if i == 0 else "worker", "spot")
              for i in range(2)]
     topology = topology_of(lookup("c7i.2xlarge"))
-    tuned = build_plan(TrainRequest(task="squad", demo=True), get_stack("stock"), nodes, topology, "/home/ubuntu",
+    tuned = build_plan(TaskRequest(task="squad", demo=True), get_stack("stock"), nodes, topology, "/home/ubuntu",
                        "r1", {}, iface="ens5")
-    untuned = build_plan(TrainRequest(task="squad", demo=True, tuned=False), get_stack("stock"), nodes, topology,
+    untuned = build_plan(TaskRequest(task="squad", demo=True, tuned=False), get_stack("stock"), nodes, topology,
                          "/home/ubuntu", "r1", {}, iface="ens5")
     for plan in (tuned, untuned):
         env = dict(plan.ranks.env)
         assert (env["GLOO_SOCKET_IFNAME"], env["I_MPI_HYDRA_IFACE"]) == ("ens5", "ens5")
 def test_env_values_stay_out_of_argv_and_launch_json() -> None:
     secret = "hf_s3cr3t-token-value"
-    request = TrainRequest(task="squad", demo=True, run="r1", env=(("HF_TOKEN", secret),))
+    request = TaskRequest(task="squad", demo=True, run="r1", env=(("HF_TOKEN", secret),))
     plan = dry_run_plan(request, get_stack("stock"), planned("c7i.2xlarge"), "c7i.2xlarge", 2, "root")
     shown = json.dumps(plan.to_dict())
     assert secret not in shown and secret not in plan.command()
@@ -161,7 +161,7 @@ def test_the_training_package_reads_the_env_file_first(tmp_path: Path) -> None:
     from xeoncluster.node.__main__ import load_env_file
 
     path = tmp_path / "env"
-    path.write_text(env_file_text(TrainRequest(task="squad", env=(("HF_TOKEN", "v1"), ("OMP_NUM_THREADS", "3")))))
+    path.write_text(env_file_text(TaskRequest(task="squad", env=(("HF_TOKEN", "v1"), ("OMP_NUM_THREADS", "3")))))
     environ = {"XC_ENV_FILE": str(path), "OMP_NUM_THREADS": "1"}
     load_env_file(environ)
     assert (environ["HF_TOKEN"], environ["OMP_NUM_THREADS"]) == ("v1", "3")

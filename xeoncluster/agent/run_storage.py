@@ -18,6 +18,7 @@ from xeoncluster.runs.record import RunFiles, RunState
 from xeoncluster.runs.stored_checkpoints import download_checkpoint
 from xeoncluster.runs.submission import Submission
 from xeoncluster.train_plan import LaunchPlan
+from xeoncluster.train_request import ScriptRequest
 
 LOG_EVERY_SECONDS = 30.0
 # How long the agent waits, at the end of a run, for the results and the last checkpoint to be stored.
@@ -48,7 +49,7 @@ class RunStorage:
         self.sync = StorageSync(storage, self.ctx.config.name, plan.run, self.source,
                                 self.submission.keep_checkpoints,
                                 [self.files.record, self.files.log, self.files.events], self.report,
-                                None if self.submission.request.is_script else TASK_RESULTS)
+                                None if isinstance(self.submission.request, ScriptRequest) else TASK_RESULTS)
         if self.submission.restore_step is not None:
             self._restore(shell, plan, self.submission.restore_step)
 

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from xeoncluster.cli.group import CONTEXT, PassThroughCommand, cli, pass_through
-from xeoncluster.cli.train_command import script_of, task_of
+from xeoncluster.cli.train_command import request_of, script_of, task_of
 from xeoncluster.config import default_config_path, load_config
 from xeoncluster.kube import export as kube_export
 from xeoncluster.kube.job_spec import DEFAULT_PVC, ExportRequest
@@ -15,7 +15,7 @@ from xeoncluster.kube.machine import configured
 from xeoncluster.kube.paths import MOUNT
 from xeoncluster.stacks import get_stack
 from xeoncluster.train_plan import DEFAULT_MODEL, parse_env
-from xeoncluster.train_request import TrainRequest
+from xeoncluster.train_request import AnyRequest
 
 
 @cli.command(cls=PassThroughCommand, context_settings=CONTEXT)
@@ -108,13 +108,14 @@ def export(ctx: click.Context, kind: str, task: str | None, module: str | None, 
 
 
 def _train_request(task: str | None, env_pairs: tuple[str, ...], trainer_args: tuple[str, ...],
-                   options: dict[str, Any]) -> TrainRequest:
+                   options: dict[str, Any]) -> AnyRequest:
     train_file, eval_file = (Path(options[key]) if options[key] else None for key in ("train_file", "eval_file"))
-    return TrainRequest(
-        task=task_of(task, options["module"]), script=script_of(task), module=options["module"],
-        workdir=options["workdir"], excludes=options["excludes"], include_secrets=options["include_secrets"],
-        glue_task=options["glue_task"],
-        dataset=options["dataset"], model=options["model"],
-        demo=options["demo"], run=options["run"], ppn=options["ppn"], threads=options["threads"],
-        env=parse_env(env_pairs), trainer_args=trainer_args, offline=options["offline"], tuned=options["tune"],
-        max_restarts=options["max_restarts"], train_file=train_file, eval_file=eval_file)
+    return request_of(
+        task_of(task, options["module"]), script_of(task), options["module"],
+        {"run": options["run"], "ppn": options["ppn"], "threads": options["threads"], "env": parse_env(env_pairs),
+         "trainer_args": trainer_args, "offline": options["offline"], "tuned": options["tune"],
+         "max_restarts": options["max_restarts"]},
+        {"glue_task": options["glue_task"], "dataset": options["dataset"], "train_file": train_file,
+         "eval_file": eval_file, "model": options["model"], "demo": options["demo"]},
+        {"workdir": options["workdir"], "excludes": options["excludes"],
+         "include_secrets": options["include_secrets"]})

@@ -1,4 +1,5 @@
-"""`xeoncluster train`: parse what the user asked for into a TrainRequest; the command module runs it."""
+"""`xeoncluster train`: parse what the user asked for into a task's or a script's request; the command module
+runs it."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,10 +11,17 @@ from xeoncluster.cli import render, render_runs
 from xeoncluster.cli.group import CONTEXT, PassThroughCommand, cli, cluster_options, command_context, pass_through
 from xeoncluster.commands import train as train_cmd
 from xeoncluster.commands import train_storage
+from xeoncluster.errors import ConfigError
 from xeoncluster.providers.registry import spec_for, storage_forms
 from xeoncluster.stacks import get_stack
 from xeoncluster.train_plan import DEFAULT_MODEL, TASKS, LaunchPlan, check_request, dry_run_plan, parse_env
-from xeoncluster.train_request import SCRIPT_TASK, TrainRequest
+from xeoncluster.train_request import SCRIPT_TASK, AnyRequest, ScriptRequest, TaskRequest
+
+# What the built-in tasks alone take: a script brings its own model, data and arguments.
+TASK_ONLY = (("--demo", "demo"), ("--dataset", "dataset"), ("--train-file", "train_file"),
+             ("--eval-file", "eval_file"), ("--model", "model"))
+SCRIPT_ONLY = (("--workdir", "workdir"), ("--data", "data"), ("--exclude", "excludes"),
+               ("--include-secret", "include_secrets"))
 
 
 @cli.command(cls=PassThroughCommand, context_settings=CONTEXT)
@@ -88,13 +96,14 @@ def train(ctx: click.Context, task: str | None, module: str | None, workdir: Pat
     if resume_from is not None:
         source, run = train_storage.resume_source(resume_from, run)
         resume = True
-    request = TrainRequest(
-        task=task_of(task, module), script=script_of(task), module=module, workdir=workdir, data=data_files,
-        excludes=excludes, include_secrets=include_secrets, glue_task=glue_task, dataset=dataset,
-        train_file=train_file, eval_file=eval_file,
-        model=model, demo=demo, run=run, resume=resume, ppn=ppn, threads=threads, env=parse_env(env_pairs),
-        trainer_args=pass_through(ctx), fetch_model=fetch_model, offline=offline,
-        tuned=tune, max_restarts=max_restarts, storage=storage, resume_from=source)
+    request = request_of(
+        task_of(task, module), script_of(task), module,
+        {"run": run, "resume": resume, "ppn": ppn, "threads": threads, "env": parse_env(env_pairs),
+         "trainer_args": pass_through(ctx), "fetch_model": fetch_model, "offline": offline, "tuned": tune,
+         "max_restarts": max_restarts, "storage": storage, "resume_from": source},
+        {"glue_task": glue_task, "dataset": dataset, "train_file": train_file, "eval_file": eval_file,
+         "model": model, "demo": demo},
+        {"workdir": workdir, "data": data_files, "excludes": excludes, "include_secrets": include_secrets})
     context = command_context(ctx, opts)
     config = context.config
     if dry_run and (instance_type is not None or nodes is not None):
@@ -112,6 +121,24 @@ def train(ctx: click.Context, task: str | None, module: str | None, workdir: Pat
         render_runs.submitted(result)
     else:
         render_runs.training_result(result, config.name)
+
+
+def request_of(task: str, script: Path | None, module: str | None, common: dict[str, Any],
+               task_options: dict[str, Any], script_options: dict[str, Any]) -> AnyRequest:
+    """`task` (from task_of) names a built-in task or SCRIPT_TASK: that kind's request, with its own options
+    and those of every run (`common`); one kind's option given to the other is an error."""
+    if task != SCRIPT_TASK:
+        foreign = [flag for flag, field in SCRIPT_ONLY if script_options.get(field)]
+        if foreign:
+            raise ConfigError(f"{', '.join(foreign)} belong(s) to scripts; the built-in task {task} "
+                              "takes its data from --dataset or --train-file/--eval-file",
+                              hint=f"drop {', '.join(foreign)}, or train your own SCRIPT.py")
+        return TaskRequest(task=task, **task_options, **common)
+    given = [flag for flag, field in TASK_ONLY if task_options.get(field)]
+    if given:
+        raise ConfigError(f"{', '.join(given)} belong(s) to the built-in tasks; a script brings its own model and data",
+                          hint="pass data files with --data FILE and the script's own options after `--`")
+    return ScriptRequest(script=script, module=module, **script_options, **common)
 
 
 def task_of(task: str | None, module: str | None) -> str:

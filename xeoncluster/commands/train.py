@@ -29,7 +29,7 @@ from xeoncluster.script_plan import SCRIPT_LABELS
 from xeoncluster.stacks import get_stack
 from xeoncluster.state import ClusterRecord
 from xeoncluster.train_plan import LaunchPlan, check_request, check_run_name, default_run_name
-from xeoncluster.train_request import TrainRequest
+from xeoncluster.train_request import AnyRequest, ScriptRequest
 
 
 @dataclass
@@ -50,7 +50,7 @@ class TrainOutcome:
     results: list[Path] = field(default_factory=list)
 
 
-def run(ctx: CommandContext, request: TrainRequest, echo: Callable[[str], None], dry_run: bool = False,
+def run(ctx: CommandContext, request: AnyRequest, echo: Callable[[str], None], dry_run: bool = False,
         detach: bool = False) -> LaunchPlan | Submitted | TrainOutcome:
     check_run_name(request.run)
     record = ctx.require_up()
@@ -105,7 +105,7 @@ def _submit(ctx: CommandContext, shell: NodeShell, host: AgentHost, record: Clus
     return Submitted(plan, ctx.config.name, host.name)
 
 
-def _for_host(request: TrainRequest, host: AgentHost, plan: LaunchPlan) -> TrainRequest:
+def _for_host(request: AnyRequest, host: AgentHost, plan: LaunchPlan) -> AnyRequest:
     """Data files as the agent's host sees them: a master has the copies synced to it, not the user's."""
     if not isinstance(host, MasterHost):
         return replace(request, fetch_model=None)
@@ -113,9 +113,11 @@ def _for_host(request: TrainRequest, host: AgentHost, plan: LaunchPlan) -> Train
     def on_master(path: Path | None) -> Path | None:
         return Path(f"{plan.home}/{PACKAGE_ROOT}/data/{_digest_dir(path)}/{path.name}") if path else None
 
-    moved = replace(request, fetch_model=None, train_file=on_master(request.train_file),
-                    eval_file=on_master(request.eval_file), data=tuple(filter(None, map(on_master, request.data))))
-    return script_plan.as_synced(moved, plan.home) if request.is_script else moved
+    if isinstance(request, ScriptRequest):
+        moved = replace(request, fetch_model=None, data=tuple(filter(None, map(on_master, request.data))))
+        return script_plan.as_synced(moved, plan.home)
+    return replace(request, fetch_model=None, train_file=on_master(request.train_file),
+                   eval_file=on_master(request.eval_file))
 
 
 def _digest_dir(path: Path) -> str:
@@ -124,7 +126,7 @@ def _digest_dir(path: Path) -> str:
     return tree_digest(path.parent, [path])
 
 
-def _latest_run(ctx: CommandContext, host: AgentHost, request: TrainRequest) -> str:
+def _latest_run(ctx: CommandContext, host: AgentHost, request: AnyRequest) -> str:
     """The newest run of this task, whatever its name."""
     runs = [r for r in client.list_records(host, ctx.config.name) if r.task == request.label]
     if not runs:  # a master that is new (every node was lost): the runs storage kept with a checkpoint

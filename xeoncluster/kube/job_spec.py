@@ -14,7 +14,7 @@ from xeoncluster.kube.script_job import default_image, script_program, stack_ima
 from xeoncluster.script_plan import check_script_request
 from xeoncluster.stacks import Stack
 from xeoncluster.train_plan import check_request, default_run_name
-from xeoncluster.train_request import TrainRequest
+from xeoncluster.train_request import AnyRequest, ScriptRequest, TaskRequest
 from xeoncluster.workdir import Workdir
 
 KINDS = ("trainjob", "pytorchjob")
@@ -32,7 +32,7 @@ INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 @dataclass(frozen=True)
 class ExportRequest:
     kind: str
-    train: TrainRequest
+    train: AnyRequest
     nodes: int
     instance_type: str
     image: str | None  # None: the stack's image, or for a script one named after it and its workdir
@@ -103,13 +103,15 @@ def check_export(request: ExportRequest, stack: Stack) -> None:
         raise ConfigError(f"--run {request.train.run!r}: the job is named after the run, so it must be 1-40 "
                           "lowercase letters, digits or '-', starting and ending with a letter or digit",
                           hint="e.g. --run squad-lr5e-5")
-    for flag, path in (("--train-file", request.train.train_file), ("--eval-file", request.train.eval_file)):
+    files = (("--train-file", request.train.train_file), ("--eval-file", request.train.eval_file)) \
+        if isinstance(request.train, TaskRequest) else ()
+    for flag, path in files:
         if path is not None and not PurePosixPath(path).is_absolute():
             raise ConfigError(f"{flag} {str(path)!r}: give the file's absolute path inside the pod, e.g. on the "
                               "PVC (/data/...)")
 
 
-def job_name(request: TrainRequest) -> str:
+def job_name(request: AnyRequest) -> str:
     """The default run name, made a valid job name (a script's may hold '_' or capitals)."""
     return re.sub(r"[^a-z0-9-]+", "-", default_run_name(request).lower())[-40:].strip("-")
 
@@ -121,7 +123,7 @@ def build_job_spec(request: ExportRequest, stack: Stack) -> JobSpec:
     ranks = plan(request.train, stack, pod_topology(node, share), request.nodes)
     paths = DataPaths(request.train.run or job_name(request.train))
     workdir = None
-    if request.train.is_script:
+    if isinstance(request.train, ScriptRequest):
         workdir = check_script_request(request.train)
         program = script_program(request.train, paths, workdir)
         image = request.image or default_image(request.train, workdir)

@@ -9,7 +9,7 @@ from xeoncluster.node.rank_env import XC_STACK
 from xeoncluster.stacks import Stack
 from xeoncluster.topology import CpuTopology, RankPlan, plan_ranks
 from xeoncluster.train_plan import DEFAULT_DATASETS, DEFAULT_MODEL, untuned
-from xeoncluster.train_request import TrainRequest
+from xeoncluster.train_request import TaskRequest, TrainRequest
 
 # plan_ranks wants the master's address for MASTER_ADDR; torchrun sets MASTER_ADDR/MASTER_PORT for
 # its ranks itself (from the operator's PET_* variables), so neither reaches the pod's env.
@@ -35,7 +35,7 @@ class EnvVar:
         return {"name": self.name, "value": self.value or ""}
 
 
-def worker_program(request: TrainRequest, stack: Stack, paths: DataPaths) -> tuple[str, ...]:
+def worker_program(request: TaskRequest, stack: Stack, paths: DataPaths) -> tuple[str, ...]:
     """The argv each rank runs; torchrun starts it once per rank (`--no-python`: it is a whole command).
 
     A user's script has its own (script_job.py) and keeps everything else, env, torchrun and the
@@ -89,7 +89,7 @@ def pod_env(request: TrainRequest, stack: Stack, ranks: RankPlan, paths: DataPat
         "TOKENIZERS_PARALLELISM": "false",
         "HF_HOME": paths.hf_home,
     }
-    if request.offline or request.demo:
+    if request.hub_offline:
         env |= {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     env |= dict(request.env)
     return tuple(EnvVar(name, value) for name, value in env.items())

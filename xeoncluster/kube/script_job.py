@@ -10,7 +10,7 @@ from pathlib import Path
 from xeoncluster.kube.paths import PACKAGE_ROOT, DataPaths
 from xeoncluster.script_plan import filled_args
 from xeoncluster.stacks import Stack
-from xeoncluster.train_request import TrainRequest
+from xeoncluster.train_request import ScriptRequest
 from xeoncluster.workdir import Workdir
 
 WORKDIR = f"{PACKAGE_ROOT}/work"  # where the script's image holds the workdir
@@ -20,14 +20,14 @@ def stack_image(stack: Stack) -> str:
     return f"xeoncluster-training:{stack.name}"
 
 
-def default_image(request: TrainRequest, workdir: Workdir) -> str:
+def default_image(request: ScriptRequest, workdir: Workdir) -> str:
     """One tag per workdir content: a changed script is a new image, never a stale one pulled from cache."""
     name = request.module or Path(str(request.script)).stem
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40] or "script"
     return f"xeoncluster-{slug}:{workdir.digest}"
 
 
-def script_program(request: TrainRequest, paths: DataPaths, workdir: Workdir) -> tuple[str, ...]:
+def script_program(request: ScriptRequest, paths: DataPaths, workdir: Workdir) -> tuple[str, ...]:
     """`--resume` always: a restarted pod continues from the newest checkpoint in its folder."""
     args = ["python", "-m", "xeoncluster.node.user_script", "--output-dir", paths.output_dir, "--workdir", WORKDIR]
     if request.module:

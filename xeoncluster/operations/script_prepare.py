@@ -17,7 +17,7 @@ from xeoncluster.remote_command import HomePath, all_of, remote_command
 from xeoncluster.remote_layout import PACKAGE_ROOT, VENV
 from xeoncluster.script_plan import check_script_request
 from xeoncluster.stacks import Stack
-from xeoncluster.train_request import TrainRequest
+from xeoncluster.train_request import ScriptRequest
 from xeoncluster.workdir import Workdir
 
 FIND_MODULE = ("import importlib.util, sys\n"
@@ -26,7 +26,7 @@ FIND_MODULE = ("import importlib.util, sys\n"
                "sys.exit(0 if found else 3)")
 
 
-def sync_script(ctx: CommandContext, shell: NodeShell, nodes: list[Node], request: TrainRequest,
+def sync_script(ctx: CommandContext, shell: NodeShell, nodes: list[Node], request: ScriptRequest,
                 stack: Stack) -> None:
     workdir = check_script_request(request)
     result = sync_tree(shell, nodes, workdir.root, list(workdir.files), workdir.remote)
@@ -38,7 +38,7 @@ def sync_script(ctx: CommandContext, shell: NodeShell, nodes: list[Node], reques
         _check_module(shell, nodes[0], workdir, request.module)
 
 
-def _link_data(shell: NodeShell, nodes: list[Node], request: TrainRequest) -> None:
+def _link_data(shell: NodeShell, nodes: list[Node], request: ScriptRequest) -> None:
     inputs = HomePath(f"{PACKAGE_ROOT}/inputs/{request.run}")
     links = [remote_command("ln", "-sfn", HomePath(sync_data_file(shell, nodes, path)), inputs / path.name)
              for path in request.data]

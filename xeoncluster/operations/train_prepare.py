@@ -20,7 +20,7 @@ from xeoncluster.remote_layout import NODE_LIB, NODE_MODULE, PACKAGE_ROOT, VENV,
 from xeoncluster.stacks import Stack
 from xeoncluster.topology import CpuTopology, parse_probe, probe_command
 from xeoncluster.train_plan import ENV_FILE, LaunchPlan, build_plan, check_request, env_file_text
-from xeoncluster.train_request import TrainRequest
+from xeoncluster.train_request import AnyRequest, ScriptRequest, TaskRequest
 
 # The interface each node reaches the master's private address over (on the master: the one holding it).
 IFACE_PROBE = ("dev=$(ip -o -4 route get {ip} 2>/dev/null | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p'); "
@@ -36,7 +36,7 @@ class Probed:
 
 
 class Preparer:
-    def __init__(self, ctx: CommandContext, request: TrainRequest, stack: Stack, nodes: list[Node]) -> None:
+    def __init__(self, ctx: CommandContext, request: AnyRequest, stack: Stack, nodes: list[Node]) -> None:
         self.ctx, self.request, self.stack, self.nodes = ctx, request, stack, nodes
 
     def prepare(self, shell: NodeShell, run: str, sync: bool = True) -> LaunchPlan:
@@ -89,21 +89,22 @@ class Preparer:
         result = sync_tree(shell, nodes, package_dir().parent, node_files(), NODE_LIB.removeprefix(f"{PACKAGE_ROOT}/"))
         self.ctx.reporter.detail(f"node package {result.digest}: "
                                  f"sent to {', '.join(result.sent_to) or 'none (unchanged)'}")
-        if self.request.is_script:
-            sync_script(self.ctx, shell, nodes, self.request, self.stack)
+        request = self.request
+        if isinstance(request, ScriptRequest):
+            sync_script(self.ctx, shell, nodes, request, self.stack)
             return {}
         data = {}
-        if self.request.train_file:
-            data["train"] = sync_data_file(shell, nodes, Path(self.request.train_file))
-        if self.request.eval_file:
-            data["eval"] = sync_data_file(shell, nodes, Path(self.request.eval_file))
+        if request.train_file:
+            data["train"] = sync_data_file(shell, nodes, Path(request.train_file))
+        if request.eval_file:
+            data["eval"] = sync_data_file(shell, nodes, Path(request.eval_file))
         return data
 
     def warm(self, shell: NodeShell, node: Node) -> None:
         """Give a node that joins a running job what it would otherwise build on the critical path:
         the package, the data and (for --demo) the demo assets."""
         self.sync(shell, [node])
-        if self.request.demo:
+        if isinstance(self.request, TaskRequest) and self.request.demo:
             command = (f"cd ~/{PACKAGE_ROOT} && PYTHONPATH=~/{NODE_LIB} ~/{VENV}/bin/python -m {NODE_MODULE} "
                        f"demo-assets --out ~/{PACKAGE_ROOT}/demo")
             result = shell.run([node], command)[node.name]

@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Annotated, Any
 
-from pydantic import TypeAdapter
+from pydantic import Field, TypeAdapter
 
 from xeoncluster.contract import VERSION
 from xeoncluster.storage.base import StorageLocation
 from xeoncluster.train_plan import LaunchPlan
-from xeoncluster.train_request import TrainRequest
+from xeoncluster.train_request import SCRIPT_TASK, AnyRequest, ScriptRequest, TaskRequest
 
-_REQUEST = TypeAdapter(TrainRequest)
+_REQUEST: TypeAdapter[AnyRequest] = TypeAdapter(Annotated[AnyRequest, Field(discriminator="kind")])
 _PLAN = TypeAdapter(LaunchPlan)
 
 
 @dataclass(frozen=True)
 class Submission:
-    request: TrainRequest
+    request: AnyRequest
     plan: LaunchPlan
     storage: StorageLocation | None = None  # where the run keeps what must outlive the nodes
     keep_checkpoints: int = 3
@@ -38,9 +39,19 @@ class Submission:
     @classmethod
     def from_json(cls, text: str, env_text: str = "{}") -> Submission:
         data = json.loads(text)
-        request = _REQUEST.validate_python(data["request"])
+        request = _REQUEST.validate_python(_with_kind(data["request"]))
         values = json.loads(env_text or "{}")
         request = replace(request, env=tuple((name, str(values.get(name, ""))) for name, _ in request.env))
         storage = StorageLocation.from_dict(data["storage"]) if data.get("storage") else None
         return cls(request, _PLAN.validate_python(data["plan"]), storage, int(data.get("keep_checkpoints", 3)),
                    data.get("restore_step"))
+
+
+def _with_kind(request: dict[str, Any]) -> dict[str, Any]:
+    """A request as CLIs before 0.2 wrote it (one form for both kinds, task "script" for a script, no
+    kind) as its kind's, without the other kind's fields, which meant nothing to it."""
+    if "kind" in request:
+        return request
+    variant = ScriptRequest if request.get("task") == SCRIPT_TASK else TaskRequest
+    names = {f.name for f in fields(variant)}
+    return {key: value for key, value in request.items() if key in names} | {"kind": variant.kind}
