@@ -60,6 +60,7 @@ BAD_FILES: list[tuple[str, str, list[str]]] = [
 ]
 
 
+@pytest.mark.machine_wide
 @pytest.mark.parametrize("yaml_text,message,extras", BAD_FILES, ids=[b[0][:30] for b in BAD_FILES])
 def test_bad_config_file(yaml_text: str, message: str, extras: list[str], xc_home: Path, tmp_path: Path,
                          capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,6 +11,8 @@ from xeoncluster.commands.up_rollback import rollback
 from xeoncluster.config import load_config
 from xeoncluster.context import make_context
 
+pytestmark = pytest.mark.machine_wide  # refused() compares the machine's network namespaces
+
 
 def refused(argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
             code: int = 2) -> str:
