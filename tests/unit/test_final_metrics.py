@@ -100,3 +100,25 @@ def test_a_run_that_wrote_no_metrics_gets_none(tmp_path: Path) -> None:
     assert not (run_dir / "metrics.json").exists()
     assert not (tmp_path / "store" / "c1" / "runs" / "r1" / "results").exists()
     assert RunFiles(tmp_path / "agent" / "r1").load().state is RunState.SUCCEEDED  # type: ignore[union-attr]
+
+
+def test_the_record_says_succeeded_only_once_the_results_are_stored(tmp_path: Path) -> None:
+    """`train` returns, and `down` is allowed, as soon as the record says the run ended: by then its
+    results must be in storage (CI once saw `down` take the master while they uploaded)."""
+    shell = FolderShell(tmp_path / "node")
+    run_dir = shell.home / "xeoncluster" / "runs" / "r1"
+    run_dir.mkdir(parents=True)
+    (run_dir / "metrics.json").write_text(json.dumps({"f1": 80.5}) + "\n")
+    agent = supervisor(tmp_path, shell)
+    stored = tmp_path / "store" / "c1" / "runs" / "r1" / "results" / "metrics.json"
+    seen: list[tuple[RunState, bool]] = []
+    original = agent.update
+
+    def watching(**changes: object) -> None:
+        original(**changes)
+        if "state" in changes:
+            seen.append((agent.record.state, stored.exists()))
+
+    agent.update = watching  # type: ignore[method-assign]
+    agent.finish(RunState.SUCCEEDED, 0)
+    assert seen == [(RunState.SUCCEEDED, True)]

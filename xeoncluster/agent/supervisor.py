@@ -74,10 +74,15 @@ class Supervisor:
         self.update(ended_at=time.time())  # the cost up to the end, which metrics.json carries
         if state is RunState.SUCCEEDED:
             self._final_metrics()  # before too: `train` fetches metrics.json once the record says succeeded
-        self.update(state=state, exit_code=exit_code, error=error)
-        if not self.storage.finish(state):
+        # Stored before the record says the run ended: a `down` right after an attached `train` returns
+        # (it is refused only while a run is active) must not take the master while results upload.
+        if self.storage.where:
+            self.note(f"storing the run's {'results and ' if state is RunState.SUCCEEDED else ''}log in "
+                      f"{self.storage.where}")
+        stored = self.storage.finish(state)
+        self.update(state=state, exit_code=exit_code, error=error, durable_step=self.storage.durable_step)
+        if not stored:
             self.note(f"not everything of run {self.record.run} reached {self.storage.where}; see the agent's log")
-        self.update(durable_step=self.storage.durable_step)
         self.storage.final_record()
         self.ctx.reporter.info(f"run {self.record.run}: {state.value}" + (f": {error}" if error else ""))
         return exit_code
