@@ -312,7 +312,7 @@ def why(cli: Cli, run: str, record: dict[str, Any] | None) -> str:
 
     log = cli("logs", run, "--name", CLUSTER)
     agent = cli("exec", "--name", CLUSTER, "--node", "node0", "--",
-                f"tail -n 15 {AGENT_HOME}/clusters/{CLUSTER}/runs/{run}/agent.log")
+                f"tail -n 80 {AGENT_HOME}/clusters/{CLUSTER}/runs/{run}/agent.log")
     return (f"record {record}\n--- train log (tail)\n" + "\n".join((log.stdout + log.stderr).splitlines()[-15:])
             + f"\n--- agent log (tail)\n{agent.stdout}{agent.stderr}")
 

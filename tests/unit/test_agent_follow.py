@@ -2,13 +2,15 @@
 with no line lost or shown twice (the agent's host here is this machine, through real shell commands)."""
 from __future__ import annotations
 
+import shutil
+import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from xeoncluster.errors import RemoteError
+from xeoncluster.errors import RemoteError, TrainingError
 from xeoncluster.remote import CommandResult
 from xeoncluster.runs.follow import Follower, read_chunk
 from xeoncluster.runs.host import LocalHost
@@ -80,3 +82,31 @@ class FlakyHost(LocalHost):
                 raise RemoteError("node0 (10.0.0.5) is unreachable over SSH: transport shut down")
             self.left -= 1
         return super().run(command)
+
+
+def dead_pid() -> int:
+    done = subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True)
+    return int(done.stdout)
+
+
+@pytest.mark.parametrize("removed", [True, False])
+def test_an_agent_found_dead_is_told_apart_from_a_cluster_being_removed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, removed: bool) -> None:
+    """`down --force` stops the agent and removes the run's folder a little later: a follower that sees
+    the dead agent in between must still say the cluster was removed, not that the agent crashed."""
+    monkeypatch.setattr("xeoncluster.runs.follow.POLL_SECONDS", 0.05)
+    monkeypatch.setattr("xeoncluster.runs.follow.ALIVE_EVERY", 1)
+    monkeypatch.setattr("xeoncluster.runs.follow.REMOVAL_GRACE_SECONDS", 1.0)
+    run = files(tmp_path)
+    run.save(RunRecord(run="r1", cluster="c1", task="squad", state=RunState.RUNNING, agent_pid=dead_pid()))
+    run.log.write_text("[0] step 1/40\n")
+    if removed:
+        threading.Timer(0.4, shutil.rmtree, (run.folder,)).start()
+    follower = Follower(lambda: LocalHost(str(tmp_path), "python3"), "c1", "r1", lambda _: None, lambda _: None)
+    with pytest.raises(TrainingError) as raised:
+        follower.follow()
+    if removed:
+        assert raised.value.message == "no run 'r1' on cluster 'c1' any more: the cluster was removed while it ran"
+    else:
+        assert raised.value.message.startswith("the run agent of r1 on ") and "stopped before the run ended" in \
+            raised.value.message

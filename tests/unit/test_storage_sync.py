@@ -4,6 +4,8 @@ under their own keys, and a failing storage is retried and reported but never st
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -143,3 +145,32 @@ def test_resume_from_a_named_cluster_copies_the_checkpoint_under_its_own_prefix(
     assert durable_steps(storage, "c2/runs/r1") == [80]
     assert durable_steps(storage, "c1/runs/r1") == [40, 80]   # the other cluster's copy stays
     assert stored_checkpoint(ctx, storage.location, "nothing-like-it", source="c1") is None
+
+
+class Hanging(FolderStorage):
+    """A storage whose uploads hang until released, as a server that takes a request and never answers."""
+
+    def __init__(self, location: StorageLocation) -> None:
+        super().__init__(location)
+        self.release = threading.Event()
+
+    def put_file(self, path: Path, key: str) -> None:
+        self.release.wait(30)
+        super().put_file(path, key)
+
+
+def test_an_upload_that_hangs_is_reported_with_the_agent_s_stacks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capfd: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(storage_sync, "SLOW_SECONDS", 0.3)
+    run_dir = run_folder(tmp_path, (10,))
+    storage = Hanging(StorageLocation(url=str(tmp_path / "store"), folder=str(tmp_path / "store")))
+    reports: list[str] = []
+    sync = StorageSync(storage, "c1", "r1", OnMaster(run_dir), 3, [], reports.append)
+    sync.checkpoint(10)
+    deadline = time.monotonic() + 10
+    while not reports and time.monotonic() < deadline:
+        time.sleep(0.05)
+    storage.release.set()
+    assert sync.close(10) and sync.durable == 10
+    assert reports == ["storing checkpoint-10 has taken over 0s so far; the agent's log has its threads' stacks"]
+    assert "in put_file" in capfd.readouterr().err  # the hanging call, named in the dumped stacks

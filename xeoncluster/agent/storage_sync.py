@@ -8,8 +8,10 @@ checkpoint counts as durable only once its MANIFEST.json (written last) is there
 """
 from __future__ import annotations
 
+import faulthandler
 import json
 import queue
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -21,6 +23,9 @@ from xeoncluster.runs.stored_checkpoints import durable_steps
 from xeoncluster.storage.base import MANIFEST, Storage
 
 RETRY_DELAYS = (2, 5, 15, 30, 60)
+# A job still running after this long is reported, with every thread's stack in the agent's log:
+# an upload that hangs (rather than fails) would otherwise hold every later checkpoint back in silence.
+SLOW_SECONDS = 180.0
 Job = Callable[[], None]
 
 
@@ -55,17 +60,31 @@ class StorageSync:
     def _work(self) -> None:
         while (job := self._jobs.get()) is not None:
             what, run = job
-            for delay in (*RETRY_DELAYS, None):
-                try:
-                    run()
-                    break
-                except Exception as exc:  # noqa: BLE001 - storage must never fail the training: report, retry
-                    self.report(f"storing {what} failed ({type(exc).__name__}: {exc})"
-                                + (f"; retrying in {delay}s" if delay is not None else "; giving up on it"))
-                    if delay is None:
-                        self.failures += 1
-                    else:
-                        time.sleep(delay)
+            watchdog = threading.Timer(SLOW_SECONDS, self._slow, (what,))
+            watchdog.daemon = True
+            watchdog.start()
+            try:
+                self._attempts(what, run)
+            finally:
+                watchdog.cancel()
+
+    def _slow(self, what: str) -> None:
+        self.report(f"storing {what} has taken over {SLOW_SECONDS:.0f}s so far; "
+                    "the agent's log has its threads' stacks")
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+
+    def _attempts(self, what: str, run: Job) -> None:
+        for delay in (*RETRY_DELAYS, None):
+            try:
+                run()
+                break
+            except Exception as exc:  # noqa: BLE001 - storage must never fail the training: report, retry
+                self.report(f"storing {what} failed ({type(exc).__name__}: {exc})"
+                            + (f"; retrying in {delay}s" if delay is not None else "; giving up on it"))
+                if delay is None:
+                    self.failures += 1
+                else:
+                    time.sleep(delay)
 
     def _checkpoint(self, step: int) -> None:
         local = self.source.snapshot(step)

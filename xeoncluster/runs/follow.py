@@ -21,6 +21,9 @@ POLL_SECONDS = 1.0
 # Check that the agent is alive every this many polls of a run that is not finished.
 ALIVE_EVERY = 10
 RECONNECT_DELAYS = (1, 2, 4, 8, 15, 30)
+# `down --force` stops a run's agent first and removes the run's folder after it has stopped the nodes:
+# an agent found dead is given this long to turn out to be that, before it counts as having crashed.
+REMOVAL_GRACE_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -64,8 +67,7 @@ class Follower:
             self.offset += chunk.consumed
             record = chunk.record
             if record is None:
-                gone = " any more: the cluster was removed while it ran" if self.seen else ""
-                raise TrainingError(f"no run '{self.run}' on cluster '{self.cluster}'{gone}")
+                raise self._gone()
             untrusted.same_run(record.run, self.run, "the run record on the agent's host")
             self.seen = True
             if chunk.consumed == 0 and (record.state.finished or not to_the_end):
@@ -75,6 +77,10 @@ class Follower:
                 self._check_alive(record)
             if chunk.consumed < CHUNK_BYTES:
                 time.sleep(POLL_SECONDS)
+
+    def _gone(self) -> TrainingError:
+        gone = " any more: the cluster was removed while it ran" if self.seen else ""
+        return TrainingError(f"no run '{self.run}' on cluster '{self.cluster}'{gone}")
 
     def _read(self) -> Chunk:
         for delay in (*RECONNECT_DELAYS, None):
@@ -96,7 +102,18 @@ class Follower:
         if record.state.finished or agent_alive(self.host, record):
             return
         folder = run_folder(self.host, self.cluster, self.run)
+        if self._removed_soon(folder.file(folder.RECORD)):
+            raise self._gone()
         log = folder.file(folder.AGENT_LOG)
         last = self.host.run(f"tail -n 1 {shlex.quote(log)} 2>/dev/null").stdout.strip()
         raise TrainingError(f"the run agent of {self.run} on {self.host.name} stopped before the run ended"
                             + (f": {last}" if last else ""), hint=f"its log is {log} on {self.host.name}")
+
+    def _removed_soon(self, record: str) -> bool:
+        assert self.host is not None
+        deadline = time.monotonic() + REMOVAL_GRACE_SECONDS
+        while time.monotonic() < deadline:
+            if not self.host.run(f"test -e {shlex.quote(record)}").ok:
+                return True
+            time.sleep(POLL_SECONDS)
+        return False

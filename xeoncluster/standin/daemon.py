@@ -115,10 +115,11 @@ def serve_moto(port: int, placement: Any = None) -> tuple[Any, Any]:
     from xeoncluster.standin.iam_gate import IamGate
     from xeoncluster.standin.moto_iam import caller
     from xeoncluster.standin.moto_lookup import MotoLookup
+    from xeoncluster.standin.one_at_a_time import OneAtATime
 
     gate = IamGate(DomainDispatcherApplication(create_backend_app), caller,
                    lambda region: MotoLookup(region, placement))
-    server = make_server("0.0.0.0", port, gate, threaded=True)
+    server = make_server("0.0.0.0", port, OneAtATime(gate), threaded=True)
     threading.Thread(target=server.serve_forever, name="moto", daemon=True).start()
     return server, gate
 
