@@ -81,6 +81,9 @@ class RunFolder:
     EVENTS = "events.jsonl"
     AGENT_LOG = "agent.log"
     CANCEL = "cancel"
+    USAGE = "usage.jsonl"
+    STACKS = "stacks"
+    TENSORBOARD = "tensorboard"
 
     def file(self, name: str) -> str:
         return f"{self.path}/{name}"

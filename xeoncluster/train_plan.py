@@ -21,7 +21,15 @@ from xeoncluster.providers.registry import storage_forms
 from xeoncluster.remote_layout import NODE_MODULE, NODE_MODULES, PACKAGE_ROOT, RemoteLayout
 from xeoncluster.stacks import Stack
 from xeoncluster.topology import CpuTopology, RankPlan, mpirun_command, plan_ranks, render_command
-from xeoncluster.train_request import DEFAULT_MAX_RESTARTS, AnyRequest, ScriptRequest, TaskRequest, TrainRequest
+from xeoncluster.trackers import tracker_env
+from xeoncluster.train_request import (
+    DEFAULT_MAX_RESTARTS,
+    DEFAULT_STALL_MINUTES,
+    AnyRequest,
+    ScriptRequest,
+    TaskRequest,
+    TrainRequest,
+)
 
 TASKS = ("squad", "glue")
 LAUNCHER_ENV = "I_MPI_HYDRA_BRANCH_COUNT=-1"
@@ -85,8 +93,9 @@ def default_run_name(request: AnyRequest) -> str:
     return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def resume_command(request: AnyRequest, cluster: str, run: str) -> str:
-    """The `xeoncluster train` line that continues `run` with the same options (--env values elided)."""
+def resume_command(request: AnyRequest, cluster: str, run: str, resume: bool = True) -> str:
+    """The `xeoncluster train` line that continues `run` with the same options (--env values elided);
+    without `resume`, the line that submits it again from the start."""
     task = request if isinstance(request, TaskRequest) else None
     args = ["xeoncluster", "train", *(script_plan.resume_args(request) if isinstance(request, ScriptRequest)
                                       else [request.task]), "--name", cluster]
@@ -97,12 +106,13 @@ def resume_command(request: AnyRequest, cluster: str, run: str) -> str:
     valued = (*task_valued, ("--ppn", request.ppn), ("--threads", request.threads),
               ("--fetch-model", request.fetch_model),
               ("--max-restarts", request.max_restarts if request.max_restarts != DEFAULT_MAX_RESTARTS else None),
+              ("--stall-minutes", request.stall_minutes if request.stall_minutes != DEFAULT_STALL_MINUTES else None),
               ("--storage", request.storage))
     args += [part for flag, value in valued if value is not None for part in (flag, str(value))]
     args += [flag for flag, on in (("--demo", task is not None and task.demo), ("--offline", request.offline),
                                    ("--no-tune", not request.tuned)) if on]
     args += [part for name, _ in request.env for part in ("--env", f"{name}=...")]
-    args += ["--run", run, "--resume"]
+    args += ["--run", run, *(["--resume"] if resume else [])]
     return shlex.join(args + (["--", *request.trainer_args] if request.trainer_args else []))
 
 
@@ -121,6 +131,8 @@ def check_request(request: AnyRequest, stack: Stack) -> None:
         except ValueError:
             raise ConfigError(f"--storage {request.storage!r}: must be {storage_forms()}",
                               hint="or leave it out for the config's storage (README: `storage:`)") from None
+    if request.stall_minutes <= 0:
+        raise ConfigError(f"--stall-minutes must be more than 0 (got {request.stall_minutes})")
     if request.max_restarts < 0:
         raise ConfigError(f"--max-restarts must be 0 or more (got {request.max_restarts})")
     if request.threads is not None and request.threads < 1:
@@ -179,12 +191,13 @@ def program_args(request: TaskRequest, stack: Stack, home: str, run: str, data: 
 
 
 def launch_env(request: TrainRequest, stack: Stack, home: str, run: str, iface: str | None = None,
-               notices: str | None = None) -> dict[str, str]:
+               notices: str | None = None, cluster: str = "") -> dict[str, str]:
     """--env values are not here: argv is visible to every user (`ps`) and is logged. The ranks
     read them from the run's 0600 env file (XC_ENV_FILE) before anything else."""
     # No PYTHONUNBUFFERED: unbuffered print() writes text and newline separately, and Intel MPI's
     # -l labels each write, splitting lines. The training package flushes whole lines itself.
-    env = {"PYTHONPATH": RemoteLayout(home).node_lib, XC_STACK: stack.name, "TOKENIZERS_PARALLELISM": "false"}
+    env = {"PYTHONPATH": RemoteLayout(home).node_lib, XC_STACK: stack.name, "TOKENIZERS_PARALLELISM": "false",
+           **tracker_env(home, cluster, run)}
     if iface:
         # gloo and Hydra otherwise pick an address by resolving the hostname, which fails in VPCs
         # without DNS hostnames; the interface that reaches the master's private address always works.
@@ -208,9 +221,10 @@ def env_file_text(request: TrainRequest) -> str:
 
 
 def build_plan(request: AnyRequest, stack: Stack, nodes: list[Node], topology: CpuTopology, home: str,
-               run: str, data: dict[str, str], iface: str | None = None, notices: str | None = None) -> LaunchPlan:
+               run: str, data: dict[str, str], iface: str | None = None, notices: str | None = None,
+               cluster: str = "") -> LaunchPlan:
     master = nodes[0]
-    env = launch_env(request, stack, home, run, iface, notices)
+    env = launch_env(request, stack, home, run, iface, notices, cluster)
     if isinstance(request, ScriptRequest):
         workdir = script_plan.check_script_request(request)
         env |= script_plan.script_env(home, run, workdir)

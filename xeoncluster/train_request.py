@@ -11,6 +11,7 @@ from typing import Literal
 
 SCRIPT_TASK = "script"
 DEFAULT_MAX_RESTARTS = 2
+DEFAULT_STALL_MINUTES = 10.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,6 +30,7 @@ class TrainRequest:
     tuned: bool = True
     max_restarts: int = DEFAULT_MAX_RESTARTS
     storage: str | None = None  # --storage: where the run is kept beyond the nodes (else the config's)
+    stall_minutes: float = DEFAULT_STALL_MINUTES  # a step this long overdue (and 10x the median step) is a hang
 
     @property
     def hub_offline(self) -> bool:

@@ -129,3 +129,9 @@ def key_below(key: str, prefix: str, source: str) -> str:
     if not key.startswith(start) or key == start:
         raise refused(source, "object key", key, f"not below {start}")
     return key[len(start):]
+
+
+def printable(text: str, limit: int = 4000) -> bool:
+    """Text read from the cluster that may be shown to the user as it is: no control characters (which
+    could rewrite the terminal), and not endless."""
+    return bool(text) and len(text) <= limit and text.isprintable()

@@ -4,7 +4,13 @@ results and the storage, and `runs`, `logs` and `storage ls|rm` read the gone cl
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
 import time
+import urllib.request
 from pathlib import Path
 
 from tests.e2e.conftest import LocalEnv, leftovers
@@ -62,9 +68,49 @@ def test_a_run_that_loses_every_node_resumes_from_storage_and_down_keeps_it(loca
 
     gone = {r["run"]: r for r in json.loads(local_env.ok("runs", "--name", name, "--json").out)}
     assert gone[run]["state"] == "succeeded" and gone[run]["step"] == STEPS
+    tensorboard_from_storage(local_env, name, run, stored / "results" / "tensorboard")
+    [compared] = json.loads(local_env.ok("runs", "--name", name, "--compare", run, "--json").out)
+    assert compared["steps"] == STEPS and {"exact_match", "f1"} <= set(compared["final"])
     assert f"step {STEPS}/{STEPS}" in local_env.ok("logs", run, "--name", name).out
     listed = local_env.ok("storage", "ls", "--name", name)
     assert run in listed.out and "succeeded" in listed.out
     local_env.ok("storage", "rm", run, "--name", name)
     assert not stored.exists()
     assert local_env.cli("logs", run, "--name", name).code == 2
+
+
+def tensorboard_from_storage(env: LocalEnv, cluster: str, run: str, stored: Path) -> None:
+    """The run's TensorBoard files in storage, read with TensorBoard's own reader: the loss at every
+    logged step of both launches, the evaluations, and the nodes' use; then `xeoncluster tensorboard`
+    serves them on loopback."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    ranks = EventAccumulator(str(stored / "ranks"))
+    ranks.Reload()
+    losses = [e.step for e in ranks.Scalars("train/loss")]
+    assert set(range(10, STEPS + 1, 10)) <= set(losses) and max(losses) == STEPS, losses  # logged every 10 steps
+    assert "eval/loss" in ranks.Tags()["scalars"], ranks.Tags()
+    nodes = EventAccumulator(str(stored / "nodes"))
+    nodes.Reload()
+    assert {"nodes/node0/cpu_percent", "nodes/node1/mem_percent"} <= set(nodes.Tags()["scalars"])
+    served = subprocess.Popen([sys.executable, "-m", "xeoncluster.cli", "--config", str(env.config), "tensorboard",
+                               run, "--name", cluster], env={**os.environ, "XEONCLUSTER_HOME": str(env.home)},
+                              cwd=env.base, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert served.stdout is not None
+        line = served.stdout.readline()
+        url = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        assert url, line + (served.stderr.read() if served.poll() is not None and served.stderr else "")
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(url.group(0) + "data/plugin/scalars/tags", timeout=5) as answer:  # noqa: S310 - http on loopback
+                    tags = json.loads(answer.read())
+                break
+            except OSError:
+                assert time.monotonic() < deadline and served.poll() is None, "TensorBoard never answered"
+                time.sleep(1)
+        assert "train/loss" in tags[f"{run}/ranks"] and "nodes/node0/cpu_percent" in tags[f"{run}/nodes"], tags
+    finally:
+        served.send_signal(signal.SIGINT)
+        assert served.wait(timeout=30) == 0

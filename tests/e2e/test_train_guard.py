@@ -1,6 +1,6 @@
-"""`train` on a real cluster: the run's agent owns it (a second train, `up` or `down` is refused,
-`down --force` ends it; Ctrl-C only detaches, `cancel` stops it), and `--resume` continues the right
-run or refuses."""
+"""`train` on a real cluster: the run's agent owns it (a second train queues, `up` or `down` is refused,
+`down --force` ends it; sweeps queue one run per value; Ctrl-C only detaches, `cancel` stops it), and
+`--resume` continues the right run or refuses."""
 from __future__ import annotations
 
 import json
@@ -75,24 +75,119 @@ def no_ranks_left(cluster: str, wait: float = 30) -> bool:
     return not cluster_ranks(cluster)
 
 
-def test_second_train_up_and_down_are_refused_while_a_run_holds_the_cluster(local_env: LocalEnv,
-                                                                             guard_cluster: str) -> None:
-    proc = start_train(local_env, guard_cluster, "busy-a", 300)
+def runs_json(env: LocalEnv, cluster: str, *extra: str) -> dict[str, dict]:
+    return {r["run"]: r for r in json.loads(env.ok("runs", "--name", cluster, "--json", *extra).out)}
+
+
+def test_a_second_train_queues_while_up_and_down_are_refused(local_env: LocalEnv, guard_cluster: str) -> None:
+    """A busy cluster queues the next run (its place said), `cancel` takes a queued run out of the
+    queue, `up` and `down` are refused while anything is active or queued, and the queued run starts
+    once the active one ends, with no CLI attached."""
+    proc = start_train(local_env, guard_cluster, "busy-a", 600)
     try:
         wait_for_steps(local_env, guard_cluster, "busy-a", proc)
-        for args in (("train", "squad", "--demo", "--run", "busy-b"), ("up", "--nodes", "2"), ("down",)):
+        queued = local_env.ok("train", "squad", "--demo", "--name", guard_cluster, "--run", "busy-b", "--detach",
+                              "--", "--max-steps", "5", "--no-eval-before")
+        assert "run busy-b queued: 2nd in line, after busy-a" in queued.out + queued.err
+        local_env.ok("train", "squad", "--demo", "--name", guard_cluster, "--run", "busy-c", "--detach",
+                     "--", "--max-steps", "5", "--no-eval-before")
+        again = local_env.cli("train", "squad", "--demo", "--name", guard_cluster, "--run", "busy-c", "--detach")
+        assert again.code == 2 and "run busy-c is already queued" in error_line(again.err)
+        listed = runs_json(local_env, guard_cluster)
+        assert (listed["busy-b"]["state"], listed["busy-b"]["place"]) == ("queued", 2)
+        assert (listed["busy-c"]["state"], listed["busy-c"]["place"]) == ("queued", 3)
+        for args in (("up", "--nodes", "2"), ("down",)):
             result = local_env.cli(*args, "--name", guard_cluster)
             assert result.code == 1, f"{args}: {result.out}{result.err}"
             line = error_line(result.err)
             assert f"cluster '{guard_cluster}' is busy: run busy-a is running" in line, line
             assert f"xeoncluster cancel busy-a --name {guard_cluster}" in line
-        assert "--force" in line
+        assert "2 queued: busy-b, busy-c" in line and "--force" in line
+        cancelled = local_env.ok("cancel", "busy-b", "--name", guard_cluster)
+        assert "run busy-b: cancelled" in cancelled.out and "--resume" not in cancelled.out
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, out + err
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert not run_dir(local_env, guard_cluster, "busy-b").exists()
+    followed = local_env.ok("logs", "busy-c", "-f", "--name", guard_cluster)
+    assert "run busy-c: succeeded" in followed.out
+    listed = runs_json(local_env, guard_cluster)
+    assert listed["busy-b"]["state"] == "cancelled" and listed["busy-b"]["started_at"] is None
+    assert listed["busy-c"]["started_at"] >= listed["busy-a"]["ended_at"]
+
+
+def rank_in(cluster: str, node: str) -> int:
+    pids = subprocess.run(["ip", "netns", "pids", f"xc-{cluster}-{node}"], capture_output=True, text=True).stdout
+    for pid in pids.split():
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"-m" in cmdline and b"xeoncluster.node" in cmdline:
+            return int(pid)
+    raise AssertionError(f"no rank on {node}")
+
+
+def test_a_rank_that_stops_stepping_is_caught_and_the_run_resumes(local_env: LocalEnv, guard_cluster: str) -> None:
+    """SIGSTOP on node1's rank: node0's rank waits in its all-reduce for good. With --stall-minutes 0.25
+    the agent saves the stacks, restarts from the newest checkpoint on the same nodes, and the run
+    succeeds. Meanwhile `runs --json` shows the pace, the projected cost and each node's use change."""
+    local_env.ok("train", "squad", "--demo", "--name", guard_cluster, "--run", "stall", "--detach",
+                 "--stall-minutes", "0.25", "--", "--max-steps", "700", "--save-steps", "100", "--no-eval-before")
+    seen: list[dict] = []
+    deadline = time.monotonic() + 300
+    while len({json.dumps(r["usage"], sort_keys=True) for r in seen if r["usage"]}) < 2 or \
+            seen[-1]["step"] < 150:
+        assert time.monotonic() < deadline, seen[-1:]
+        seen.append(runs_json(local_env, guard_cluster)["stall"])
+        time.sleep(2)
+    live = seen[-1]
+    assert set(live["usage"]) == {"node0", "node1"}, live
+    assert all(0 <= use["cpu_percent"] <= 100 and use["mem_percent"] > 0 for use in live["usage"].values())
+    assert live["live"]["eta_seconds"] is not None and live["live"]["projected_cost_usd"] is not None
+    assert live["live"]["loss"] is not None and live["live"]["steps_per_second"] > 0
+    table = local_env.ok("runs", "--name", guard_cluster).out
+    assert "node0 cpu" in table and "projected at the end" in table
+    os.kill(rank_in(guard_cluster, "node1"), signal.SIGSTOP)
+    followed = local_env.cli("logs", "stall", "-f", "--name", guard_cluster, timeout=600)
+    assert followed.code == 0, followed.out + followed.err
+    assert "the run stalled: no step for" in followed.out and "restart: stalled:" in followed.out
+    record = runs_json(local_env, guard_cluster)["stall"]
+    assert record["state"] == "succeeded" and record["restarts"] == 1 and record["step"] == 700, record
+    stacks = list((run_dir(local_env, guard_cluster, "stall") / "stacks").glob("node*-rank-*.txt"))
+    assert any("most recent call first" in path.read_text() for path in stacks), stacks
+    assert no_ranks_left(guard_cluster)
+
+
+def test_a_sweep_runs_in_order_with_no_cli_and_compares(local_env: LocalEnv, guard_cluster: str) -> None:
+    sweep = ["train", "squad", "--demo", "--name", guard_cluster, "--run", "lrs", "--sweep", "lr=1e-4,3e-4,1e-3"]
+    dry = local_env.ok(*sweep, "--dry-run", "--", "--max_steps", "30", "--no-eval-before")
+    assert "3 runs would be queued" in dry.out and "lrs-3" in dry.out and "--lr 1e-3" in dry.out
+    for bad, why in ((("--sweep", "lr="), "empty or repeated value"), (("--sweep", "lr=1,2", "--sweep", "lr=3"),
+                                                                       "given twice")):
+        result = local_env.cli("train", "squad", "--demo", "--name", guard_cluster, *bad)
+        assert result.code == 2 and why in error_line(result.err), result.err
+    local_env.ok(*sweep, "--detach", "--", "--max_steps", "30", "--no-eval-before")  # the CLI is gone at once
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        listed = runs_json(local_env, guard_cluster)
+        if all(listed.get(f"lrs-{i}", {}).get("state") in ("succeeded", "failed", "cancelled") for i in (1, 2, 3)):
+            break
+        time.sleep(2)
+    runs = [listed[f"lrs-{i}"] for i in (1, 2, 3)]
+    assert [r["state"] for r in runs] == ["succeeded"] * 3, runs
+    assert runs[1]["started_at"] >= runs[0]["ended_at"] and runs[2]["started_at"] >= runs[1]["ended_at"]
+    assert [r["params"] for r in runs] == [{"lr": "1e-4"}, {"lr": "3e-4"}, {"lr": "1e-3"}]
+    compared = json.loads(local_env.ok("runs", "--name", guard_cluster, "--compare", "lrs", "--json").out)
+    assert [(c["run"], c["params"]["lr"]) for c in compared] == [("lrs-1", "1e-4"), ("lrs-2", "3e-4"),
+                                                                  ("lrs-3", "1e-3")]
+    assert all({"exact_match", "f1"} <= set(c["final"]) and c["steps"] == 30 for c in compared), compared
+    assert len({c["train_loss"] for c in compared}) == 3, "each run trained with its own learning rate"
+    table = local_env.ok("runs", "--name", guard_cluster, "--compare", "lrs-1", "lrs-3").out
+    assert "lrs-1" in table and "lrs-3" in table and "lrs-2" not in table
+    unknown = local_env.cli("runs", "--name", guard_cluster, "--compare", "nosuch")
+    assert unknown.code == 2 and "no run or sweep 'nosuch'" in error_line(unknown.err)
 
 
 def agents_of(env: LocalEnv, cluster: str) -> list[int]:

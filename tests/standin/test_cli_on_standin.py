@@ -175,18 +175,32 @@ def wait_for_end(cli: Cli, run: str, timeout: float = 900, name: str = CLUSTER) 
     raise AssertionError(f"run {run} did not end within {timeout}s")
 
 
-def test_the_master_recovers_a_spot_interruption_with_the_cli_killed(standin: Any, cli: Cli) -> None:
-    """The laptop's CLI dies (SIGKILL); node1 gets a 90 s notice. The agent on the master replaces it
-    with its role's credentials while the ranks train on, then swaps it in at a step boundary."""
+def test_a_sweep_queues_on_the_master_and_its_second_run_recovers_a_spot_interruption_with_the_cli_killed(
+        standin: Any, cli: Cli) -> None:
+    """Two runs of a sweep queue on the master. During the second, the laptop's CLI dies (SIGKILL) and
+    node1 gets a 90 s notice: the agent replaces it with its role's credentials while the ranks train
+    on, then swaps it in at a step boundary."""
     lost_id = cli.node_id("node1")
-    train = start_train(cli, "spot", 600, 50, until=60)
+    train = subprocess.Popen(cli.argv("train", "squad", "--name", CLUSTER, "--demo", "--run", "spot", "--sweep",
+                                      "max_steps=40,600", "--", "--save-steps", "50"),
+                             env=cli.env(), cwd=cli.home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 600
+    while train.poll() is None and (run_record(cli, "spot-2") or {}).get("step", 0) < 60:
+        assert time.monotonic() < deadline, run_record(cli, "spot-2")
+        time.sleep(1)
     train.kill()
     train.wait()
     standin.script("interrupt", lost_id, "90")
-    record = wait_for_end(cli, "spot")
+    record = wait_for_end(cli, "spot-2")
     assert record["state"] == "succeeded" and record["restarts"] == 1, record
-    fetched = cli.ok("logs", "spot", "--name", CLUSTER).stdout
-    metrics = json.loads((cli.home / "results" / CLUSTER / "spot" / "metrics.json").read_text())
+    first = run_record(cli, "spot-1")
+    assert first is not None and first["state"] == "succeeded" and record["started_at"] >= first["ended_at"]
+    compared = json.loads(cli.ok("runs", "--name", CLUSTER, "--compare", "spot", "--json").stdout)
+    assert [(c["run"], c["params"], c["restarts"]) for c in compared] == [
+        ("spot-1", {"max_steps": "40"}, 0), ("spot-2", {"max_steps": "600"}, 1)], compared
+    assert all(c["cost_usd"] > 0 and "f1" in c["final"] for c in compared), compared
+    fetched = cli.ok("logs", "spot-2", "--name", CLUSTER).stdout
+    metrics = json.loads((cli.home / "results" / CLUSTER / "spot-2" / "metrics.json").read_text())
     [restart] = metrics["restarts"]
     assert restart["node"] == "node1" and "spot interruption" in restart["reason"], restart
     assert metrics["lost_steps"] == 0 and metrics["world_size"] == 3 and metrics["global_steps"] == 600

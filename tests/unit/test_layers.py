@@ -22,7 +22,7 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("cluster", tuple(f"xeoncluster.{name}" for name in (
         "context", "state_refresh", "state", "remote", "removals", "playbook", "image", "cluster_files",
         "package_sync", "untrusted", "train_plan", "train_request", "script_plan", "workdir", "run_outputs",
-        "autostop", "bake_lock", "progress", "packages", "remote_command"))),
+        "autostop", "bake_lock", "progress", "packages", "remote_command", "sweep", "trackers"))),
     ("providers", ("xeoncluster.providers", "xeoncluster.storage", "xeoncluster.topology")),
     # A provider's declaration (its spec and settings) sits with the config that validates against it;
     # it imports nothing of its provider.

@@ -1,4 +1,4 @@
-"""What keeps a cluster from being idle, as its watch agent sees it: an active run, a command of this
+"""What keeps a cluster from being idle, as its watch agent sees it: an active or queued run, a command of this
 machine's CLI holding the cluster (a `train` submitting, an `up`), or somebody logged in over SSH.
 Nothing else counts: `exec`, the agents' own SSH commands and background work leave the clock running.
 """
@@ -8,6 +8,7 @@ from xeoncluster.context import CommandContext
 from xeoncluster.remote import NodeShell
 from xeoncluster.runs import client
 from xeoncluster.runs.host import AgentHost
+from xeoncluster.runs.queue_order import busy_line
 
 # An interactive login is an sshd session process with a terminal ("sshd: ubuntu@pts/0"; OpenSSH 9.8+
 # names it sshd-session). Local nodes share this machine's processes, so only sessions in the node's
@@ -27,9 +28,9 @@ class Activity:
 
     def busy(self) -> str:
         """Why the cluster is not idle, or "" when it is."""
-        active = client.active_run(self.host, self.ctx.config.name)
-        if active is not None:
-            return f"run {active.run} is {active.state.value}"
+        pending = client.line(self.host, self.ctx.config.name)
+        if pending:  # the idle clock counts only once the queue is empty too
+            return busy_line(pending)
         holder = self.ctx.state.holder()
         if holder is not None:
             return f"{holder} holds the cluster"

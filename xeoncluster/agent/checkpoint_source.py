@@ -28,8 +28,9 @@ class CheckpointSource(Protocol):
     def snapshot(self, step: int) -> Path:
         """A local folder holding checkpoint-STEP's files, stable until released."""
 
-    def results(self, names: tuple[str, ...] | None) -> Path:
-        """A local folder with those of `names` the run wrote (None: all its output), and model/ if any."""
+    def results(self, names: tuple[str, ...] | None, with_model: bool = True) -> Path:
+        """A local folder with those of `names` the run wrote (None: all its output), and model/ if any
+        (and `with_model`)."""
 
     def release(self, path: Path) -> None: ...
 
@@ -49,13 +50,13 @@ class OnMaster:
                        capture_output=True)
         return target
 
-    def results(self, names: tuple[str, ...] | None) -> Path:
+    def results(self, names: tuple[str, ...] | None, with_model: bool = True) -> Path:
         target = self.run_dir / STAGING / "results"
         shutil.rmtree(target, ignore_errors=True)
         target.mkdir(parents=True)
         if names is None:
             names = tuple(p.name for p in self.run_dir.iterdir() if is_output(p.name))
-        for name in dict.fromkeys((*names, "model")):
+        for name in dict.fromkeys((*names, *(["model"] if with_model else []))):
             if (self.run_dir / name).exists():
                 subprocess.run(["cp", "-al", str(self.run_dir / name), str(target / name)], check=True,
                                capture_output=True)
@@ -78,16 +79,18 @@ class OverSsh:
     def snapshot(self, step: int) -> Path:
         return self._fetch([f"checkpoint-{step}"]) / f"checkpoint-{step}"
 
-    def results(self, names: tuple[str, ...] | None) -> Path:
+    def results(self, names: tuple[str, ...] | None, with_model: bool = True) -> Path:
         if names is None:
             listing = self.shell.run([self.master], f"ls -A {shlex.quote(self.run_dir)}")[self.master.name]
             names = tuple(n for n in listing.stdout.split() if is_output(n))
-        return self._fetch(list(dict.fromkeys([*names, "model"])))
+        return self._fetch(list(dict.fromkeys([*names, *(["model"] if with_model else [])])))
 
     def _fetch(self, names: list[str]) -> Path:
         packed = f"{self.run_dir}/{STAGING}.tar"
         wanted = " ".join(shlex.quote(n) for n in names)
-        command = f"cd {shlex.quote(self.run_dir)} && tar -cf {shlex.quote(packed)} $(ls -d {wanted} 2>/dev/null)"
+        # None of `names` there (no TensorBoard files, say) is an empty archive, not an error.
+        command = (f"cd {shlex.quote(self.run_dir)} && set -- $(ls -d {wanted} 2>/dev/null) && "
+                   f"tar -cf {shlex.quote(packed)} -T /dev/null \"$@\"")
         result = self.shell.run([self.master], command)[self.master.name]
         if not result.ok:
             raise RemoteError(f"cannot pack {', '.join(names)} on {self.master.name}: {result.last_line()}")

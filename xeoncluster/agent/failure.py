@@ -1,7 +1,13 @@
-"""The one line that names what failed in a training job, from what Intel MPI and Python printed."""
+"""The one line that names what failed in a training job: from the ranks' events, or from what Intel MPI
+and Python printed."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
+
+from xeoncluster.agent.attempt import Outcome
+from xeoncluster.node.events import EXIT_STOPPED
+from xeoncluster.providers.base import Node
 
 
 def failure_line(log_text: str, exit_code: int) -> str:
@@ -25,3 +31,23 @@ def failure_line(log_text: str, exit_code: int) -> str:
     if errors:
         return f"training failed (exit {exit_code}): {errors[-1].strip()[:200]}"
     return f"training failed with exit code {exit_code}"
+
+
+def outcome_line(outcome: Outcome, nodes: list[Node], log: Path) -> str:
+    """Why a launch failed: a rank's own report, a lost master, a stop that was not recovered, or the log."""
+    failed = outcome.last("failed")
+    if failed is not None:
+        node = next((n.name for n in nodes if n.private_ip == failed.node), failed.node)
+        lines = " | ".join(failed.lines[-3:]) if failed.lines and failed.lines[-1] != failed.reason else ""
+        return f"rank {failed.rank} on {node} failed: {failed.reason}" + (f" ({lines})" if lines else "")
+    if outcome.exit_code < 0:
+        return f"lost connection to {nodes[0].name} (master): {outcome.detail}"
+    if outcome.exit_code == EXIT_STOPPED:
+        stopped = outcome.last("stopped")
+        at = f" at step {stopped.step}" if stopped and stopped.step is not None else ""
+        return f"training stopped{at} (checkpoint saved) and was not recovered (--max-restarts spent)"
+    return failure_line(log.read_text(errors="replace"), outcome.exit_code)
+
+
+def failed_exit_code(outcome: Outcome) -> int:
+    return outcome.exit_code if 0 < outcome.exit_code < 128 and outcome.exit_code != EXIT_STOPPED else 1

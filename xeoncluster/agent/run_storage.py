@@ -66,6 +66,9 @@ class RunStorage:
         if self.sync is None:
             return
         if event.kind == "checkpoint" and event.step is not None:
+            # Before the checkpoint, whose manifest makes it durable: a run resumed from a durable
+            # checkpoint after every node was lost has its curves up to that step too.
+            self.sync.tensorboard(self.files.tensorboard)
             self.sync.checkpoint(event.step)
         elif event.kind == "step" and time.monotonic() - self._logged > LOG_EVERY_SECONDS:
             self._logged = time.monotonic()
@@ -83,8 +86,22 @@ class RunStorage:
             self.sync.results()
         else:
             self.sync.log_files()
+        self.sync.tensorboard(self.files.tensorboard)
         done = self.sync.close(DRAIN_SECONDS)
         return done and self.sync.failures == 0
+
+    def queued_record(self) -> None:
+        """A queued run's record, in storage before it starts: if the master is lost meanwhile, `runs`
+        still names the run and how to submit it again."""
+        location = self.submission.storage
+        if location is None:
+            return
+        try:
+            storage = self.ctx.provider.open_storage(location)
+            storage.put_file(self.files.record, f"{location.run_key(self.ctx.config.name, self.submission.plan.run)}/"
+                                                f"{self.files.record.name}")
+        except Exception as exc:  # noqa: BLE001 - storage never fails the run; the agent's log says why
+            self.report(f"storing the queued run's record failed ({type(exc).__name__}: {exc})")
 
     def final_record(self) -> None:
         """The record as the run ended it (with its newest durable checkpoint), stored last."""

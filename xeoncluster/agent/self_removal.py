@@ -37,11 +37,12 @@ class SelfRemoval:
 
     def _remove(self, by: str, detail: str) -> Removal:
         record = self.ctx.state.load()
-        removal = Removal(cluster=self.ctx.config.name, provider=self.ctx.config.provider, at=time.time(), by=by,
-                          detail=detail, config=record.config if record else {})
         self.report(f"removing the cluster {detail}")
         if by == "deadline":
-            self._stop_active_run()
+            never = self._stop_runs()
+            detail += f"; queued runs that never started: {', '.join(never)}" if never else ""
+        removal = Removal(cluster=self.ctx.config.name, provider=self.ctx.config.provider, at=time.time(), by=by,
+                          detail=detail, config=record.config if record else {})
         if record is not None and record.storage is not None:
             try:
                 store_removal(self.ctx.provider.open_storage(record.storage), removal)
@@ -53,19 +54,30 @@ class SelfRemoval:
             down.remove_cluster(self.ctx, by=by, detail=detail)
         return removal
 
-    def _stop_active_run(self) -> None:
-        active = client.active_run(self.host, self.ctx.config.name)
-        if active is None:
-            return
-        self.report(f"cancelling run {active.run}: a checkpoint first, stored before the nodes go")
-        client.request_cancel(self.host, self.ctx.config.name, active.run)
+    def _stop_runs(self) -> list[str]:
+        """The queue emptied (those runs never start; their names are returned), then the active run
+        cancelled with a checkpoint."""
+        pending = client.line(self.host, self.ctx.config.name)
+        queued = [r.run for r in pending if r.waiting]
+        for run in queued:
+            client.request_cancel(self.host, self.ctx.config.name, run)
+        if queued:
+            self.report(f"queued runs that never started: {', '.join(queued)}")
+        active = next((r for r in pending if not r.waiting), None)
+        if active is not None:
+            self._stop(active.run)
+        return queued
+
+    def _stop(self, run: str) -> None:
+        self.report(f"cancelling run {run}: a checkpoint first, stored before the nodes go")
+        client.request_cancel(self.host, self.ctx.config.name, run)
         deadline = time.monotonic() + CANCEL_WAIT_SECONDS
         while time.monotonic() < deadline:
-            current = client.read_record(self.host, self.ctx.config.name, active.run)
+            current = client.read_record(self.host, self.ctx.config.name, run)
             if current is None or current.state.finished or not client.agent_alive(self.host, current):
                 return
             time.sleep(2.0)
-        self.report(f"run {active.run} did not stop within {CANCEL_WAIT_SECONDS:.0f}s; removing the cluster anyway")
+        self.report(f"run {run} did not stop within {CANCEL_WAIT_SECONDS:.0f}s; removing the cluster anyway")
 
     def _terminate_instances(self) -> None:
         nodes = self.ctx.provider.nodes(self.ctx.config, priced=False)

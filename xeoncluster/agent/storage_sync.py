@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from xeoncluster.agent.checkpoint_source import CheckpointSource
+from xeoncluster.node.trackers import TENSORBOARD_DIR
 from xeoncluster.run_outputs import TASK_RESULTS
 from xeoncluster.runs.stored_checkpoints import durable_steps
 from xeoncluster.storage.base import MANIFEST, Storage
@@ -50,6 +51,10 @@ class StorageSync:
 
     def results(self) -> None:
         self._jobs.put(("the results and the model", self._results))
+
+    def tensorboard(self, nodes: Path) -> None:
+        """The ranks' TensorBoard files (in the master's run folder) and the agent's of the nodes' use."""
+        self._jobs.put(("the TensorBoard files", lambda: self._tensorboard(nodes)))
 
     def close(self, timeout: float) -> bool:
         """Wait for what is queued, up to `timeout` seconds; True if everything was stored."""
@@ -110,6 +115,17 @@ class StorageSync:
         for path in self.logs:
             if path.exists():
                 self.storage.put_file(path, f"{self.base}/{path.name}")
+
+    def _tensorboard(self, nodes: Path) -> None:
+        local = self.source.results((TENSORBOARD_DIR,), with_model=False)
+        try:
+            folders = [(local / TENSORBOARD_DIR, f"{TENSORBOARD_DIR}/ranks"), (nodes, f"{TENSORBOARD_DIR}/nodes")]
+            for folder, prefix in folders:
+                for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
+                    if path.is_file():
+                        self.storage.put_file(path, f"{self.base}/results/{prefix}/{path.relative_to(folder)}")
+        finally:
+            self.source.release(local)
 
     def _results(self) -> None:
         local = self.source.results(self.outputs)

@@ -11,26 +11,33 @@ import time
 from dataclasses import replace
 
 from xeoncluster.agent.attempt import Attempt, Outcome
-from xeoncluster.agent.failure import failure_line
+from xeoncluster.agent.failure import failed_exit_code, outcome_line
 from xeoncluster.agent.final_metrics import write_final_metrics
 from xeoncluster.agent.node_watch import NodeWatch
+from xeoncluster.agent.pace import Pace
 from xeoncluster.agent.proactive import Replacement
+from xeoncluster.agent.queue import Queue
 from xeoncluster.agent.restart import Recovery
 from xeoncluster.agent.run_storage import RunStorage
+from xeoncluster.agent.stall import end_ranks, restart_in_place, save_stacks
+from xeoncluster.agent.usage_watch import UsageScalars, UsageWatch
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import XeonClusterError
-from xeoncluster.node.events import EXIT_STOPPED, RunEvent
+from xeoncluster.node.events import RunEvent
 from xeoncluster.operations.train_prepare import Preparer
 from xeoncluster.providers.base import Node
 from xeoncluster.remote import NodeShell
 from xeoncluster.remote_command import remote_command
 from xeoncluster.remote_layout import RemoteLayout
-from xeoncluster.runs.record import Restart, RunFiles, RunRecord, RunState
+from xeoncluster.runs.queue_order import place_line
+from xeoncluster.runs.record import Live, NodeUse, Restart, RunFiles, RunRecord, RunState
 from xeoncluster.runs.submission import Submission
 from xeoncluster.stacks import Stack, get_stack
 from xeoncluster.train_plan import ENV_FILE, LaunchPlan
+from xeoncluster.train_request import ScriptRequest
 
 CANCEL_POLL_SECONDS = 1.0
+QUEUE_POLL_SECONDS = 1.0
 # How long the ranks get to checkpoint and stop after a cancel before mpiexec is interrupted.
 CANCEL_GRACE_SECONDS = 120.0
 
@@ -52,6 +59,8 @@ class Supervisor:
         self._cost_clock = time.time()
         self.storage = RunStorage(ctx, files, submission, self._storage_note)
         self.verdict = ""
+        self.pace = Pace()
+        self.stalled = ""  # why the current launch was stopped as stalled, once it was
 
     # -- the record ---------------------------------------------------------------------------
     def update(self, **changes: object) -> None:
@@ -113,11 +122,15 @@ class Supervisor:
 
     # -- the loop -----------------------------------------------------------------------------
     def run(self) -> int:
-        self.update(state=RunState.STARTING, agent_pid=os.getpid(), started_at=time.time(), storage=self.storage.where)
-        self._price_nodes()
         threading.Thread(target=self._watch_cancel, name="xc-cancel-watch", daemon=True).start()
+        waited = self._wait_turn()
+        if self.cancelled.is_set():
+            return self._end_unstarted()
+        self._price_nodes()
         shell = self.ctx.shell()
         try:
+            if waited:  # nodes may have been replaced meanwhile: they get what the run needs now
+                self.plan = self._prepare_again(shell, self.plan)
             self.storage.start(shell, self.plan)
             return self._loop(shell)
         except XeonClusterError as exc:
@@ -128,9 +141,40 @@ class Supervisor:
             shell.close()
             self.control.close()
 
+    # -- the queue ----------------------------------------------------------------------------
+    def _wait_turn(self) -> bool:
+        """Until every run before this one has ended (or a cancel came); whether it had to wait."""
+        queue = Queue(self.files.folder.parent)
+        said = ""
+        while not self.cancelled.is_set():
+            ahead = queue.take_turn(self.record.run, self._started)
+            if not ahead:
+                return bool(said)
+            line = place_line(self.record.run, ahead)
+            if line != said:
+                self.update(state=RunState.QUEUED, agent_pid=os.getpid())
+                if not said:
+                    self.storage.queued_record()
+                self.note(line)
+                said = line
+            time.sleep(QUEUE_POLL_SECONDS)
+        return bool(said)
+
+    def _started(self) -> None:
+        self.update(state=RunState.STARTING, agent_pid=os.getpid(), started_at=time.time(), storage=self.storage.where)
+
+    def _end_unstarted(self) -> int:
+        self._forget_env()
+        self.update(state=RunState.CANCELLED, exit_code=130, error="cancelled before it started", ended_at=time.time(),
+                    agent_pid=os.getpid())
+        self.note(f"run {self.record.run} cancelled before it started")
+        return 130
+
     def _loop(self, shell: NodeShell) -> int:
         plan = self.plan
         while True:
+            if self.cancelled.is_set():  # came while the launch was being prepared
+                return self.finish(RunState.CANCELLED, 130, "cancelled")
             outcome = self._attempt(shell, plan)
             if outcome.exit_code == 0:
                 return self.finish(RunState.SUCCEEDED, 0)
@@ -138,18 +182,22 @@ class Supervisor:
                 return self.finish(RunState.CANCELLED, 130, "cancelled")
             restart = self._recover(shell, plan, outcome)
             if restart is None:
-                return self.finish(RunState.FAILED, self._exit_code(outcome), self._failure(outcome))
+                return self.finish(RunState.FAILED, failed_exit_code(outcome), self._failure(outcome))
             self.update(restarts=[*self.record.restarts, restart])
             self.note(restart.describe())
-            plan = self._resume_plan(shell, plan)
+            self.request = replace(self.request, resume=True)
+            plan = self._prepare_again(shell, plan)
 
     def _attempt(self, shell: NodeShell, plan: LaunchPlan) -> Outcome:
         self.files.launch.write_text(json.dumps(plan.to_dict(), indent=2))
         self.attempt = Attempt(self.ctx, plan, self.files, self._on_event)
+        self.pace, self.stalled = Pace(), ""
         self.update(state=RunState.RUNNING, nodes=[n.name for n in plan.nodes])
         left = len(self.record.restarts) < self.request.max_restarts
         names = [n.name for n in plan.nodes] if left else []
-        with NodeWatch(self.ctx, names, self._on_gone):
+        usage = UsageWatch(self.ctx, list(plan.nodes), plan.home, self.files, self._on_usage, self._check_stall,
+                           scalars=UsageScalars(self.files.tensorboard))
+        with NodeWatch(self.ctx, names, self._on_gone), usage:
             return self.attempt.run(shell)
 
     # -- events and watches -------------------------------------------------------------------
@@ -157,8 +205,16 @@ class Supervisor:
         self.storage.on_event(event)
         if event.kind == "checkpoint":
             self.update(durable_step=self.storage.durable_step)
+        if event.kind == "eval":
+            self.pace.evals = {k: v for k, v in event.metrics.items() if v is not None}
+            if isinstance(self.request, ScriptRequest):  # the built-in tasks print their own eval lines
+                scores = "  ".join(f"{k} {v:.4g}" for k, v in self.pace.evals.items())
+                self.note(f"eval at step {event.step}: {scores}")
         if event.kind in ("started", "step") and event.step is not None:
-            self.update(step=event.step, total_steps=event.total or self.record.total_steps)
+            if event.kind == "step":
+                self.pace.step(event.time, event.step, event.loss)
+            total = event.total or self.record.total_steps
+            self.update(step=event.step, total_steps=total, live=self._live(event.step, total))
         elif event.kind == "notice":
             self._on_notice(event)
 
@@ -188,6 +244,32 @@ class Supervisor:
             self.note(f"{node.name} is ready to replace the noticed node; asking the ranks to stop at the next step")
             self.attempt.ask_to_stop(self.control)
 
+    def _live(self, step: int, total: int | None) -> Live:
+        return self.pace.live(step, total, self.record.cost_usd, self.record.usd_per_hour)
+
+    def _on_usage(self, usage: dict[str, NodeUse]) -> None:
+        self.update(usage=usage, live=self._live(self.record.step, self.record.total_steps))
+
+    def _check_stall(self) -> None:
+        quiet = self.pace.stalled(time.time(), self.request.stall_minutes * 60)
+        attempt = self.attempt
+        if quiet is None or self.stalled or attempt is None or self.cancelled.is_set():
+            return
+        self.stalled = f"no step for {quiet:.0f}s after step {self.record.step} (the median step took " \
+                       f"{self.pace.step_seconds() or 0:.2f}s)"
+        self.note(f"the run stalled: {self.stalled}; saving every rank's stacks, then restarting from the newest "
+                  "checkpoint")
+        shell = self.ctx.shell()
+        try:
+            saved = save_stacks(shell, attempt.plan, self.files)
+            self.note(f"stacks of {len(saved)} rank(s) in {self.files.stacks}")
+            attempt.interrupt(shell)
+            end_ranks(shell, attempt.plan)
+        except XeonClusterError as exc:
+            self.note(f"could not stop the stalled job cleanly: {exc.one_line()}")
+        finally:
+            shell.close()
+
     def _on_gone(self, gone: list[str]) -> None:
         self.note(f"{', '.join(gone)} is gone (no longer listed by the provider); stopping the job")
         if self.attempt is not None:
@@ -201,10 +283,11 @@ class Supervisor:
             time.sleep(CANCEL_POLL_SECONDS)
 
     def _cancel(self) -> None:
-        self.note("cancel requested: the ranks save a checkpoint and stop")
         attempt = self.attempt
-        if attempt is None:
+        if attempt is None:  # still queued, or preparing: it ends before it launches
+            self.note("cancel requested before the run started")
             return
+        self.note("cancel requested: the ranks save a checkpoint and stop")
         with contextlib.suppress(XeonClusterError):  # the job may have ended already
             attempt.ask_to_stop(self.control)
         deadline = time.monotonic() + CANCEL_GRACE_SECONDS
@@ -220,20 +303,34 @@ class Supervisor:
         self.update(state=RunState.RECOVERING)
         recovery = Recovery(self.ctx, shell, plan, self.record.step, self.noticed, self.replacements)
         restart = recovery.run(outcome)
+        if restart is None and self.stalled and not recovery.verdict:
+            restart = restart_in_place(self.ctx, shell, plan, self.record.step, f"stalled: {self.stalled}")
+            self.update(stalls=self.record.stalls + 1)
         self.verdict = recovery.verdict
         self.noticed, self.replacements = {}, {}
         if restart is not None:
             self._price_nodes()
         return restart
 
-    def _resume_plan(self, shell: NodeShell, plan: LaunchPlan) -> LaunchPlan:
+    def _prepare_again(self, shell: NodeShell, plan: LaunchPlan) -> LaunchPlan:
+        """The launch on the nodes the cluster has now (a replacement gets what it lacks)."""
         cluster = self.ctx.require_up()
-        self.request = replace(self.request, run=plan.run, resume=True)
+        self.request = replace(self.request, run=plan.run)
         preparer = Preparer(self.ctx, self.request, self._stack(), cluster.node_list())
         resumed = preparer.prepare(shell, plan.run)
         preparer.send_env_file(shell, plan.run)
         self.plan = resumed
         return resumed
+
+    def _failure(self, outcome: Outcome) -> str:
+        if self.verdict:
+            kept = f"; checkpoints are kept in {self.storage.where}" if self.storage.where else ""
+            back = f"`up` brings the cluster back, then `train ... --run {self.record.run} --resume`"
+            return f"{self.verdict}{kept}; {back}"
+        if self.stalled:
+            return f"the run stalled ({self.stalled}) and was not restarted (--max-restarts spent); stacks in " \
+                   f"{self.files.stacks}"
+        return outcome_line(outcome, list(self.plan.nodes), self.files.log)
 
     def _stack(self) -> Stack:
         return get_stack(self.ctx.config.stack)
@@ -244,30 +341,6 @@ class Supervisor:
         except XeonClusterError:
             return  # prices are estimates: a failed question keeps the last answer
         self.update(usd_per_hour=sum(n.price_per_hour or 0.0 for n in nodes))
-
-    # -- failure ------------------------------------------------------------------------------
-    def _failure(self, outcome: Outcome) -> str:
-        if self.verdict:
-            kept = f"; checkpoints are kept in {self.storage.where}" if self.storage.where else ""
-            back = f"`up` brings the cluster back, then `train ... --run {self.record.run} --resume`"
-            return f"{self.verdict}{kept}; {back}"
-        failed = outcome.last("failed")
-        if failed is not None:
-            node = next((n.name for n in self.plan.nodes if n.private_ip == failed.node), failed.node)
-            lines = " | ".join(failed.lines[-3:]) if failed.lines and failed.lines[-1] != failed.reason else ""
-            return f"rank {failed.rank} on {node} failed: {failed.reason}" + (f" ({lines})" if lines else "")
-        if outcome.exit_code < 0:
-            return f"lost connection to {self.plan.nodes[0].name} (master): {outcome.detail}"
-        if outcome.exit_code == EXIT_STOPPED:
-            stopped = outcome.last("stopped")
-            at = f" at step {stopped.step}" if stopped and stopped.step is not None else ""
-            return f"training stopped{at} (checkpoint saved) and was not recovered (--max-restarts spent)"
-        return failure_line(self.files.log.read_text(errors="replace"), outcome.exit_code)
-
-    @staticmethod
-    def _exit_code(outcome: Outcome) -> int:
-        return outcome.exit_code if 0 < outcome.exit_code < 128 and outcome.exit_code != EXIT_STOPPED else 1
-
 
 def _as_seen_here(ctx: CommandContext, plan: LaunchPlan) -> LaunchPlan:
     """The plan `train` made names nodes as the user's machine reaches them; the agent reaches them as

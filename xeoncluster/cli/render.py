@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 
+from xeoncluster.cli.render_live import live_lines
 from xeoncluster.image import ImageAction, describe_pending
 
 if TYPE_CHECKING:
@@ -99,6 +100,8 @@ def status_table(result: StatusResult) -> None:
         step = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
         console.print(f"run {r.run}: {r.state.value}, step {step}, {len(r.restarts)} restart(s), "
                       f"${r.cost_usd:.4f} so far")
+        for line in live_lines(r):
+            console.print(line)
     if result.autostop:
         console.print(f"autostop: {result.autostop}")
     for note in result.notes:

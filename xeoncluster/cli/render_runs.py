@@ -2,16 +2,20 @@
 Formatting only; nothing runs here."""
 from __future__ import annotations
 
+import shlex
 import time
 from typing import TYPE_CHECKING, cast
 
 from rich.table import Table
 
-from xeoncluster.cli.render import _console, echo_line
+from xeoncluster.cli.render import _console, echo_line, launch_plan
+from xeoncluster.cli.render_live import live_lines
+from xeoncluster.runs.queue_order import ordinal
 
 if TYPE_CHECKING:
+    from xeoncluster.commands.compare import Compared
     from xeoncluster.commands.stored_runs import StoredRun
-    from xeoncluster.commands.train import Submitted, TrainOutcome
+    from xeoncluster.commands.train import Planned, Submitted, TrainOutcome
     from xeoncluster.runs.record import RunRecord
 
 
@@ -54,9 +58,24 @@ def detached(run: str, cluster: str) -> None:
 
 def submitted(result: Submitted) -> None:
     run = result.plan.run
-    _console().print(f"run {run} started ({result.plan.ranks.world_size} ranks, agent on {result.host}); follow it "
+    what = result.queued or f"run {run} started"
+    _console().print(f"{what} ({result.plan.ranks.world_size} ranks, agent on {result.host}); follow it "
                      f"with `xeoncluster logs {run} -f --name {result.cluster}`, stop it with "
                      f"`xeoncluster cancel {run} --name {result.cluster}`")
+
+
+def planned(result: Planned) -> None:
+    """--dry-run: one run's launch in full; a sweep's runs one line each."""
+    if len(result.runs) == 1 and not result.runs[0][0].params:
+        launch_plan(result.runs[0][1])
+        return
+    table = Table(title=f"{len(result.runs)} runs would be queued, in this order", title_justify="left")
+    for column in ("run", "values", "arguments after --"):
+        table.add_column(column)
+    for point, plan, args in result.runs:
+        values = ", ".join(f"{k}={v}" for k, v in point.params.items())
+        table.add_row(plan.run, values, shlex.join(args))
+    _console().print(table)
 
 
 def _when(stamp: float | None) -> str:
@@ -68,18 +87,41 @@ def _duration(seconds: float) -> str:
     return f"{whole // 3600}:{whole % 3600 // 60:02d}:{whole % 60:02d}"
 
 
-def runs_table(records: list[RunRecord], cluster: str, notes: list[str]) -> None:
+def runs_table(records: list[RunRecord], cluster: str, notes: list[str], places: dict[str, int]) -> None:
     table = Table(title=f"runs of cluster '{cluster}'", title_justify="left")
     for column in ("run", "task", "state", "step", "restarts", "started", "duration", "cost $"):
         table.add_column(column)
     for r in records:
         step = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
-        table.add_row(r.run, r.task, r.state.value, step, str(len(r.restarts)), _when(r.started_at),
+        state = f"{r.state.value} ({ordinal(places[r.run])})" if r.run in places else r.state.value
+        table.add_row(r.run, r.task, state, step, str(len(r.restarts)), _when(r.started_at),
                       _duration(r.seconds), f"{r.cost_usd:.4f}")
     console = _console()
     console.print(table)
+    for record in records:
+        for line in live_lines(record):
+            console.print(line)
     for note in notes:
         console.print(f"note: {note}")
+
+
+def compare_table(compared: list[Compared]) -> None:
+    table = Table(title=f"{len(compared)} run(s) side by side", title_justify="left")
+    scores = [k for k in ("exact_match", "f1", "accuracy", "eval_loss") if any(k in c.final for c in compared)]
+    for column in ("run", "values", "state", *scores, "best eval_loss", "train loss", "steps", "time", "restarts",
+                   "cost $"):
+        table.add_column(column)
+    for c in compared:
+        r = c.record
+        values = ", ".join(f"{k}={v}" for k, v in r.params.items()) or "-"
+        table.add_row(r.run, values, r.state.value, *(_score(c.final.get(k)) for k in scores),
+                      _score(c.best_eval_loss), _score(c.train_loss), str(r.step), _duration(r.seconds),
+                      str(len(r.restarts)), f"{r.cost_usd:.4f}")
+    _console().print(table)
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
 
 
 def stored_table(runs: list[StoredRun], url: str) -> None:

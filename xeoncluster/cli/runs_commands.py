@@ -8,25 +8,39 @@ import click
 
 from xeoncluster.cli import render, render_runs
 from xeoncluster.cli.group import CONTEXT, cli, cluster_options, command_context
+from xeoncluster.commands import compare as compare_cmd
 from xeoncluster.commands import runs as runs_cmd
 from xeoncluster.commands import stored_runs as stored_runs_cmd
+from xeoncluster.commands import tensorboard as tensorboard_cmd
 from xeoncluster.commands import train as train_cmd
 from xeoncluster.context import CommandContext
 
 
 @cli.command(context_settings=CONTEXT)
 @cluster_options
+@click.argument("names", nargs=-1, metavar="[RUN|SWEEP]...")
+@click.option("--compare", is_flag=True,
+              help="the runs named (a sweep's name stands for all its runs; none: every run) side by side: "
+                   "swept values, final and best eval scores, final train loss, steps, time, restarts, cost")
 @click.option("--json", "as_json", is_flag=True,
-              help="print a JSON list: run, task, state, step, total_steps, restarts, cost_usd, ...")
+              help="print a JSON list: run, task, state, step, total_steps, restarts, cost_usd, place, ...")
 @click.pass_context
-def runs(ctx: click.Context, as_json: bool, **opts: Any) -> None:
-    """List every run of the cluster, newest first: state, step/total, restarts, start, duration and
-    what it has cost so far (node-hours at the nodes' $/hour, as `status` shows them)."""
-    result = runs_cmd.list_runs(command_context(ctx, opts))
+def runs(ctx: click.Context, names: tuple[str, ...], compare: bool, as_json: bool, **opts: Any) -> None:
+    """List every run of the cluster, newest first: state (a queued run with its place in line),
+    step/total, restarts, start, duration and what it has cost so far (node-hours at the nodes' $/hour,
+    as `status` shows them). Works after `down` too, from storage."""
+    if names and not compare:
+        raise click.UsageError("naming runs needs --compare (`xeoncluster runs --compare RUN|SWEEP...`)")
+    context = command_context(ctx, opts)
+    if compare:
+        compared = compare_cmd.compare(context, names)
+        render.as_json([c.to_dict() for c in compared]) if as_json else render_runs.compare_table(compared)
+        return
+    result = runs_cmd.list_runs(context)
     if as_json:
-        render.as_json([r.summary() for r in result.records])
+        render.as_json(result.summaries())
     else:
-        render_runs.runs_table(result.records, result.cluster, result.notes)
+        render_runs.runs_table(result.records, result.cluster, result.notes, result.places)
 
 
 @cli.command(context_settings=CONTEXT)
@@ -70,11 +84,34 @@ def _stored_logs(context: CommandContext, run: str | None) -> None:
 @cli.command(context_settings=CONTEXT)
 @cluster_options
 @click.argument("run", required=False)
+@click.option("--all", "everything", is_flag=True, help="empty the queue and stop the active run")
 @click.pass_context
-def cancel(ctx: click.Context, run: str | None, **opts: Any) -> None:
+def cancel(ctx: click.Context, run: str | None, everything: bool, **opts: Any) -> None:
     """Stop RUN (default: the active run) on every node. The ranks save a checkpoint first; the run's
-    state becomes `cancelled`, and `train ... --run RUN --resume` can continue it later."""
+    state becomes `cancelled`, and `train ... --run RUN --resume` can continue it later. A queued RUN
+    leaves the queue without starting. --all cancels every queued run, then the active one."""
+    if run is not None and everything:
+        raise click.UsageError(f"give a RUN or --all, not both ({run!r} too)")
     context = command_context(ctx, opts)
-    record = runs_cmd.cancel(context, run)
-    click.echo(runs_cmd.state_line(record) + f"; continue it with `xeoncluster train {record.task} "
-               f"--name {context.config.name} --run {record.run} --resume`")
+    for record in runs_cmd.cancel(context, run, everything=everything):
+        again = (f"; continue it with `xeoncluster train {record.task} --name {context.config.name} "
+                 f"--run {record.run} --resume`") if record.started_at is not None else ""
+        click.echo(runs_cmd.state_line(record) + again)
+
+
+@cli.command(context_settings=CONTEXT)
+@cluster_options
+@click.argument("names", nargs=-1, metavar="[RUN|SWEEP]...")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, help="the local port (default: a free one)")
+@click.pass_context
+def tensorboard(ctx: click.Context, names: tuple[str, ...], port: int, **opts: Any) -> None:
+    """Serve the TensorBoard scalars of RUN (default: the newest run; a sweep's name: all its runs) on
+    this machine: loss, learning rate, evaluations and samples/s from the ranks, and each node's CPU,
+    memory and network use from the run agent. While the cluster is up they come from its master
+    (again every 30 s while a run is active), after `down` from storage. Needs TensorBoard here:
+    pip install 'xeoncluster[tensorboard]'. Ctrl-C stops it."""
+    tensorboard_cmd.check_installed()
+    context = command_context(ctx, opts)
+    board = tensorboard_cmd.gather(context, names)
+    tensorboard_cmd.serve(board, port or tensorboard_cmd.free_port(), click.echo,
+                          lambda: tensorboard_cmd.refresh_active(context, board))

@@ -7,15 +7,17 @@ from typing import Any
 
 import click
 
+from xeoncluster import sweep
 from xeoncluster.cli import render, render_runs
 from xeoncluster.cli.group import CONTEXT, PassThroughCommand, cli, cluster_options, command_context, pass_through
 from xeoncluster.commands import train as train_cmd
 from xeoncluster.commands import train_storage
+from xeoncluster.context import CommandContext
 from xeoncluster.errors import ConfigError
 from xeoncluster.providers.registry import spec_for, storage_forms
 from xeoncluster.stacks import get_stack
-from xeoncluster.train_plan import DEFAULT_MODEL, TASKS, LaunchPlan, check_request, dry_run_plan, parse_env
-from xeoncluster.train_request import SCRIPT_TASK, AnyRequest, ScriptRequest, TaskRequest
+from xeoncluster.train_plan import DEFAULT_MODEL, TASKS, check_request, dry_run_plan, parse_env
+from xeoncluster.train_request import DEFAULT_STALL_MINUTES, SCRIPT_TASK, AnyRequest, ScriptRequest, TaskRequest
 
 # What the built-in tasks alone take: a script brings its own model, data and arguments.
 TASK_ONLY = (("--demo", "demo"), ("--dataset", "dataset"), ("--train-file", "train_file"),
@@ -62,13 +64,23 @@ SCRIPT_ONLY = (("--workdir", "workdir"), ("--data", "data"), ("--exclude", "excl
 @click.option("--max-restarts", type=int, default=2, show_default=True,
               help="when a node is lost (spot reclaim, crash), replace it and resume from the newest checkpoint "
                    "this many times; 0 fails at once")
+@click.option("--stall-minutes", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_STALL_MINUTES,
+              show_default=True,
+              help="a run whose step has not advanced for this long, and for 10x its median step time, is a hang "
+                   "(often a rank stuck in an all-reduce): the ranks' stacks are saved in the run's folder and the "
+                   "run restarts from its newest checkpoint, as a restart")
 @click.option("--storage", metavar="URL",
               help=f"where the run keeps what must outlive the nodes: {storage_forms()}; default: the "
                    "config's storage (auto)")
 @click.option("--detach", is_flag=True,
-              help="return as soon as the run has started (it goes on on the cluster); follow it later with "
-                   "`xeoncluster logs RUN -f`")
-@click.option("--dry-run", is_flag=True, help="print the exact mpirun command and environment; run nothing")
+              help="return as soon as the run has started or is queued (it goes on on the cluster); follow it "
+                   "later with `xeoncluster logs RUN -f`")
+@click.option("--sweep", "sweeps", multiple=True, metavar="KEY=V1,V2,...",
+              help="queue one run per value (repeat for more keys: one run per combination), named RUN-1..N; "
+                   "each gets its values as `--KEY VALUE` after `--`, or in place of {KEY} in those arguments "
+                   "(e.g. --sweep lr=1e-4,3e-4 -- --max_steps 60)")
+@click.option("--dry-run", is_flag=True, help="print the exact mpirun command and environment (with --sweep: the "
+              "runs it would queue); run nothing")
 @click.option("--nodes", type=int, help="with --dry-run and no cluster: plan for this many nodes")
 @click.option("--instance-type", help="with --dry-run and no cluster: plan for this instance type")
 @click.pass_context
@@ -78,7 +90,7 @@ def train(ctx: click.Context, task: str | None, module: str | None, workdir: Pat
           run: str | None, resume: bool, ppn: int | None, threads: int | None, env_pairs: tuple[str, ...],
           fetch_model: Path | None, offline: bool, tune: bool, max_restarts: int, dry_run: bool, nodes: int | None,
           instance_type: str | None, storage: str | None, detach: bool, resume_from: str | None,
-          **opts: Any) -> None:
+          sweeps: tuple[str, ...], stall_minutes: float, **opts: Any) -> None:
     """Fine-tune across every node with mpirun + PyTorch DDP: a built-in TASK (squad or glue), your
     own SCRIPT.py (or -m MODULE), run unchanged as one job: plain torch.distributed, accelerate or
     the HF Trainer (see docs/scripts.md).
@@ -86,11 +98,12 @@ def train(ctx: click.Context, task: str | None, module: str | None, workdir: Pat
     Ranks per node, threads, pinning and LD_PRELOAD come from each node's topology. The run is
     handed to the cluster's run agent (on the master; for local nodes, on this machine), which
     owns it to the end: closing this terminal does not stop it, and a lost node is replaced and
-    the run resumed from its newest checkpoint. This command then follows its log; Ctrl-C
-    detaches (the run goes on). At the end the results are fetched into
+    the run resumed from its newest checkpoint. On a busy cluster the run is queued: it starts
+    when the runs before it have ended (`xeoncluster runs` shows the queue). This command then
+    follows its log; Ctrl-C detaches (the run goes on). At the end the results are fetched into
     $XEONCLUSTER_HOME/results/NAME/RUN. Arguments after `--` go to the HF TrainingArguments
     (e.g. -- --learning_rate 5e-5), or to your script ({output} and {data} in them become the run's
-    output folder and the --data folder on the nodes).
+    output folder and the --data folder on the nodes). --sweep queues one run per value.
     """
     source = None
     if resume_from is not None:
@@ -100,27 +113,36 @@ def train(ctx: click.Context, task: str | None, module: str | None, workdir: Pat
         task_of(task, module), script_of(task), module,
         {"run": run, "resume": resume, "ppn": ppn, "threads": threads, "env": parse_env(env_pairs),
          "trainer_args": pass_through(ctx), "fetch_model": fetch_model, "offline": offline, "tuned": tune,
-         "max_restarts": max_restarts, "storage": storage, "resume_from": source},
+         "max_restarts": max_restarts, "storage": storage, "resume_from": source, "stall_minutes": stall_minutes},
         {"glue_task": glue_task, "dataset": dataset, "train_file": train_file, "eval_file": eval_file,
          "model": model, "demo": demo},
         {"workdir": workdir, "data": data_files, "excludes": excludes, "include_secrets": include_secrets})
+    axes = sweep.parse_axes(sweeps)
     context = command_context(ctx, opts)
     config = context.config
     if dry_run and (instance_type is not None or nodes is not None):
-        stack = get_stack(config.stack)
-        check_request(request, stack)
-        kind = instance_type or context.provider.placement(config).instance_type
-        topology = context.provider.machine_topology(kind)
-        render.launch_plan(dry_run_plan(request, stack, topology, kind, config.nodes if nodes is None else nodes,
-                                        config.ssh.user or spec_for(config.provider).default_user))
+        _plan_without_cluster(context, request, instance_type, nodes)
         return
-    result = train_cmd.run(context, request, render.echo_line, dry_run, detach)
-    if isinstance(result, LaunchPlan):
-        render.launch_plan(result)
-    elif isinstance(result, train_cmd.Submitted):
-        render_runs.submitted(result)
-    else:
-        render_runs.training_result(result, config.name)
+    result = train_cmd.run(context, request, render.echo_line, dry_run, detach, axes)
+    if isinstance(result, train_cmd.Planned):
+        render_runs.planned(result)
+        return
+    for item in result:
+        if isinstance(item, train_cmd.Submitted):
+            render_runs.submitted(item)
+        else:
+            render_runs.training_result(item, config.name)
+
+
+def _plan_without_cluster(context: CommandContext, request: AnyRequest, instance_type: str | None,
+                          nodes: int | None) -> None:
+    config = context.config
+    stack = get_stack(config.stack)
+    check_request(request, stack)
+    kind = instance_type or context.provider.placement(config).instance_type
+    topology = context.provider.machine_topology(kind)
+    render.launch_plan(dry_run_plan(request, stack, topology, kind, config.nodes if nodes is None else nodes,
+                                    config.ssh.user or spec_for(config.provider).default_user))
 
 
 def request_of(task: str, script: Path | None, module: str | None, common: dict[str, Any],

@@ -23,12 +23,14 @@ from xeoncluster.remote_layout import PACKAGE_ROOT
 from xeoncluster.runs import client, watch_client
 from xeoncluster.runs.follow import Follower
 from xeoncluster.runs.host import AgentHost, MasterHost
+from xeoncluster.runs.queue_order import ahead_of, place_line
 from xeoncluster.runs.record import RunRecord, RunState
 from xeoncluster.runs.submission import Submission
 from xeoncluster.script_plan import SCRIPT_LABELS
 from xeoncluster.stacks import get_stack
 from xeoncluster.state import ClusterRecord
-from xeoncluster.train_plan import LaunchPlan, check_request, check_run_name, default_run_name
+from xeoncluster.sweep import Axis, Point, points, with_params
+from xeoncluster.train_plan import LaunchPlan, check_request, check_run_name, default_run_name, resume_command
 from xeoncluster.train_request import AnyRequest, ScriptRequest
 
 
@@ -39,6 +41,7 @@ class Submitted:
     plan: LaunchPlan
     cluster: str
     host: str
+    queued: str = ""  # where it stands in the cluster's queue, when it waits for other runs
 
 
 @dataclass
@@ -50,9 +53,20 @@ class TrainOutcome:
     results: list[Path] = field(default_factory=list)
 
 
+@dataclass
+class Planned:
+    """What `--dry-run` shows: the launch of each run it would queue (one, without --sweep)."""
+
+    runs: list[tuple[Point, LaunchPlan, tuple[str, ...]]]  # each with the arguments it passes after `--`
+
+
 def run(ctx: CommandContext, request: AnyRequest, echo: Callable[[str], None], dry_run: bool = False,
-        detach: bool = False) -> LaunchPlan | Submitted | TrainOutcome:
+        detach: bool = False, axes: tuple[Axis, ...] = ()) -> Planned | list[Submitted] | list[TrainOutcome]:
+    """One run, or with `axes` one per combination of the swept values, queued in that order."""
     check_run_name(request.run)
+    if axes and request.resume:
+        raise ConfigError("--sweep starts new runs; it cannot --resume one", hint="resume each run with --run RUN "
+                          "--resume, or drop --resume")
     record = ctx.require_up()
     stack = get_stack(ctx.config.stack)
     check_request(request, stack)
@@ -60,27 +74,55 @@ def run(ctx: CommandContext, request: AnyRequest, echo: Callable[[str], None], d
     try:
         host = client.host_for(ctx, shell, record)
         name = request.run or _latest_run(ctx, host, request) if request.resume else request.run
-        name = name or default_run_name(request)
-        preparer = Preparer(ctx, replace(request, run=name), stack, record.node_list())
+        todo = _runs(name or default_run_name(request), axes)
+        preparers = [(point, Preparer(ctx, with_params(replace(request, run=run), point.params), stack,
+                                      record.node_list())) for run, point in todo]
         if dry_run:
-            return preparer.prepare(shell, name, sync=False)
-        submitted = _submit(ctx, shell, host, record, preparer, name)
+            return Planned([(point, p.prepare(shell, p.request.run or "", sync=False), p.request.trainer_args)
+                            for point, p in preparers])
+        submitted = [_submit(ctx, shell, host, record, p, p.request.run or "", point) for point, p in preparers]
     finally:
         shell.close()
     if detach:
         return submitted
-    return follow(ctx, submitted.plan.run, echo, request.fetch_model)
+    return _follow_all(ctx, submitted, echo, request.fetch_model)
+
+
+def _runs(name: str, axes: tuple[Axis, ...]) -> list[tuple[str, Point]]:
+    todo = points(name, axes) if axes else [(name, Point())]
+    for run, _ in todo:
+        check_run_name(run)
+    return todo
+
+
+def _follow_all(ctx: CommandContext, submitted: list[Submitted], echo: Callable[[str], None],
+                fetch_model: Path | None) -> list[TrainOutcome]:
+    """Each run in turn; with several, each model goes to its own folder, and the first failure is the
+    command's once all have been followed."""
+    outcomes = []
+    for item in submitted:
+        model = fetch_model / item.plan.run if fetch_model is not None and len(submitted) > 1 else fetch_model
+        outcome = follow(ctx, item.plan.run, echo, model, fail=len(submitted) == 1)
+        outcomes.append(outcome)
+        if outcome.detached:
+            break
+    failed = next((o.record for o in outcomes if o.record.state.finished and o.record.state is not RunState.SUCCEEDED),
+                  None)
+    if failed is not None and len(submitted) > 1:
+        raise _failed(ctx, failed)
+    return outcomes
 
 
 def _submit(ctx: CommandContext, shell: NodeShell, host: AgentHost, record: ClusterRecord, preparer: Preparer,
-            run: str) -> Submitted:
+            run: str, point: Point) -> Submitted:
     """Under the cluster's lock: a second `train`, `up` or `down` waits or is refused meanwhile."""
     with ctx.state.lock(f"train --run {run}"):
-        busy = client.active_run(host, ctx.config.name)
-        if busy is not None:
-            raise BusyError(f"cluster '{ctx.config.name}' is busy: run {busy.run} is {busy.state.value}",
-                            hint=f"follow it with `xeoncluster logs {busy.run} -f --name {ctx.config.name}`, or "
-                                 f"stop it with `xeoncluster cancel {busy.run} --name {ctx.config.name}`")
+        pending = client.line(host, ctx.config.name)
+        same = next((r for r in pending if r.run == run), None)
+        if same is not None:
+            raise ConfigError(f"run {run} is already {same.state.value} on cluster '{ctx.config.name}'",
+                              hint=f"pick another --run, or `xeoncluster cancel {run} --name {ctx.config.name}` "
+                                   "first")
         if watch_client.removing(host, ctx.config.name):
             raise BusyError(f"cluster '{ctx.config.name}' is removing itself (idle, or at its max_hours deadline)",
                             hint=f"`xeoncluster up --name {ctx.config.name}` starts it again once it is gone")
@@ -96,13 +138,16 @@ def _submit(ctx: CommandContext, shell: NodeShell, host: AgentHost, record: Clus
         preparer.send_env_file(shell, run)
         client.install(ctx, shell, host, record)
         request = _for_host(preparer.request, host, plan)
-        started = RunRecord(run=run, cluster=ctx.config.name, task=request.label, nodes=[n.name for n in plan.nodes])
+        started = RunRecord(run=run, cluster=ctx.config.name, task=request.label, nodes=[n.name for n in plan.nodes],
+                            sweep=point.sweep, params=dict(point.params),
+                            command=resume_command(preparer.request, ctx.config.name, run, resume=False))
         submission = Submission(request, plan, location, ctx.config.storage.keep_checkpoints, restore)
         client.submit(host, ctx.config.name, submission, started)
-        client.start(host, ctx.config.name, run)
-    ctx.reporter.info(f"run {run}: {plan.ranks.world_size} ranks on {len(plan.nodes)} node(s), supervised by "
-                      f"its agent on {host.name}")
-    return Submitted(plan, ctx.config.name, host.name)
+        taken = client.start(host, ctx.config.name, run)
+    queued = place_line(run, ahead_of(client.line(host, ctx.config.name), run)) if taken.waiting else ""
+    ctx.reporter.info(queued or f"run {run}: {plan.ranks.world_size} ranks on {len(plan.nodes)} node(s), supervised "
+                                f"by its agent on {host.name}")
+    return Submitted(plan, ctx.config.name, host.name, queued)
 
 
 def _for_host(request: AnyRequest, host: AgentHost, plan: LaunchPlan) -> AnyRequest:
@@ -152,7 +197,7 @@ def follow(ctx: CommandContext, run: str, echo: Callable[[str], None], fetch_mod
         return TrainOutcome(record, detached=True)
     outcome = TrainOutcome(record, seconds=time.monotonic() - started)
     if record.state is RunState.SUCCEEDED:
-        outcome.fetched = _fetch(ctx, run, record, fetch_model)
+        outcome.fetched = fetch_run_results(ctx, run, record, fetch_model)
     elif record.state.finished and fail:
         raise _failed(ctx, record)
     return outcome
@@ -163,7 +208,7 @@ def _connect(ctx: CommandContext) -> AgentHost:
     return client.host_for(ctx, ctx.shell(), record)
 
 
-def _fetch(ctx: CommandContext, run: str, record: RunRecord, fetch_model: Path | None) -> Fetched:
+def fetch_run_results(ctx: CommandContext, run: str, record: RunRecord, fetch_model: Path | None = None) -> Fetched:
     """Into the results folder of the run asked for: the record (the master's) must be that run's."""
     untrusted.same_run(record.run, run, "the master's run record")
     cluster = ctx.require_up(ready=False)

@@ -53,12 +53,12 @@ def fetch_results(shell: NodeShell, master: Node, run: str, run_dir: Path, fetch
 def _fetch_model(shell: NodeShell, master: Node, remote_run: str, run_dir: Path, target: Path) -> Path:
     packed = f"{remote_run}/model.tar.gz"
     target.mkdir(parents=True, exist_ok=True)
-    _fetch_packed(shell, master, remote_command("tar", "-C", remote_run, "-czf", packed, "model"), packed, "the model",
+    fetch_packed(shell, master, remote_command("tar", "-C", remote_run, "-czf", packed, "model"), packed, "the model",
                   run_dir / "model.tar.gz", target)
     return target / "model"
 
 
-def _fetch_packed(shell: NodeShell, master: Node, pack: str, packed: str, what: str, archive: Path,
+def fetch_packed(shell: NodeShell, master: Node, pack: str, packed: str, what: str, archive: Path,
                   target: Path) -> list[str]:
     """Run `pack` on the master, bring its archive `packed` back and unpack it into `target`; the
     files it held."""
@@ -90,7 +90,7 @@ def _fetch_outputs(shell: NodeShell, master: Node, remote_run: str, run_dir: Pat
     # Exit 1 is GNU tar's "file changed as we read it": the agent's storage snapshot links and unlinks
     # its own files in the folder meanwhile, never the script's output.
     pack = remote_command("tar", "-C", remote_run, "-czf", packed, "--warning=no-file-changed", *tar_excludes(), ".")
-    names = _fetch_packed(shell, master, f"{pack} || [ $? -eq 1 ]", packed, "the run's output",
+    names = fetch_packed(shell, master, f"{pack} || [ $? -eq 1 ]", packed, "the run's output",
                           run_dir / ".xc-results.tar.gz", run_dir)
     shell.run([master], remote_command("rm", "-f", packed))
     return sorted(run_dir / name for name in names)

@@ -23,6 +23,7 @@ from xeoncluster.node.predictions import write_files
 from xeoncluster.node.reporting import RunFacts, eval_loss_history, loss_history, seconds_per_epoch, write_metrics
 from xeoncluster.node.sources import check_local_files, load_from_hub, resolve_model
 from xeoncluster.node.stack import StackError, StackPlan, installed_versions, plan_stack
+from xeoncluster.node.stacks import dump_stacks_on_signal
 from xeoncluster.node.tasks import Evaluation, Task, make_task
 
 
@@ -138,6 +139,7 @@ def _train(
         _say(info, f"eval before training: {_format(before)}")
     checkpoint, resumed_step = _resume_point(config, info)
     stop = _watch_for_notices(trainer, config, info)
+    dump_stacks_on_signal(config.output_dir, info.rank)
     started = time.monotonic()
     try:
         result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)

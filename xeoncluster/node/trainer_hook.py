@@ -20,6 +20,7 @@ from typing import Any
 from xeoncluster.node import distributed
 from xeoncluster.node.events import RunEvent, emit
 from xeoncluster.node.interruption import NoticeWatcher, StepMarker, StopOnNotice, WatchSettings
+from xeoncluster.node.trackers import add_tensorboard, adds_tensorboard, mlflow_keeper
 
 TRAINER_MODULE = "transformers.trainer"
 
@@ -75,7 +76,10 @@ class TrainerHook:
         node = distributed.own_address()
         stop = StopOnNotice(NoticeWatcher(self.settings, self.info.rank, node).start())
         self.stops.append(stop)
-        for callback in (stop, NodeLocalWeights(), SharedRngStates(), EventReporter(node)):
+        if adds_tensorboard(trainer.args):
+            add_tensorboard(trainer)
+        for callback in (stop, NodeLocalWeights(), SharedRngStates(), EventReporter(node),
+                         mlflow_keeper(self.output_dir)):
             trainer.add_callback(callback)
         if self.info.is_main:
             trainer.add_callback(StepMarker(self.output_dir / "progress.json"))

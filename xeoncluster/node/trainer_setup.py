@@ -8,6 +8,7 @@ from typing import Any
 from xeoncluster.node.config import RunConfig
 from xeoncluster.node.errors import TrainingError
 from xeoncluster.node.stack import StackPlan
+from xeoncluster.node.trackers import add_tensorboard, tensorboard_available
 
 # A ratio of the total steps: about 20 progress lines whatever the run length.
 DEFAULT_LOGGING_STEPS = 0.05
@@ -37,7 +38,7 @@ def training_arguments(config: RunConfig, plan: StackPlan, precision: str, has_e
         "logging_steps": DEFAULT_LOGGING_STEPS,
         "eval_strategy": "steps" if has_eval else "no",
         "eval_steps": DEFAULT_EVAL_STEPS,
-        "report_to": "none",
+        "report_to": "none",  # TensorBoard is added by make_trainer, made durable at checkpoints
         "disable_tqdm": not sys.stdout.isatty(),
         "use_cpu": True,
         "bf16": precision == "bf16",
@@ -89,6 +90,8 @@ def make_trainer(
     )
     tune_trainer(trainer, args.ddp_grad_comm, args.ddp_gradient_as_bucket_view)
     trainer.remove_callback(PrinterCallback)
+    if tensorboard_available() and "tensorboard" not in (args.report_to or []):  # else the user's own writes it
+        add_tensorboard(trainer)
     trainer.add_callback(ConciseLog())
     trainer.add_callback(NodeLocalWeights())
     trainer.add_callback(SharedRngStates())

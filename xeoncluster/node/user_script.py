@@ -27,7 +27,9 @@ from xeoncluster.node.checkpoints import checkpoint_step, last_complete_checkpoi
 from xeoncluster.node.events import EXIT_STOPPED, RunEvent, emit
 from xeoncluster.node.interruption import WatchSettings
 from xeoncluster.node.rank_env import STOP_FILE, XC_OUTPUT_DIR, XC_RESUME, XC_RESUME_FROM, XC_STOP_FILE
+from xeoncluster.node.stacks import dump_stacks_on_signal
 from xeoncluster.node.stop_signal import StopSignal, grace_from_env
+from xeoncluster.node.trackers import restore_mlflow_run
 from xeoncluster.node.trainer_hook import Stopped, TrainerHook, report_stopped
 
 
@@ -92,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         label_streams(info.rank)
     prepare_env(info, args.output_dir, args.resume)
     args.output_dir.mkdir(parents=True, exist_ok=True)
+    dump_stacks_on_signal(args.output_dir, info.rank)
+    if args.resume:
+        restore_mlflow_run(args.output_dir)
     stop_file = Path(os.environ[XC_STOP_FILE])
     stop_file.unlink(missing_ok=True)  # a stop asked of an earlier attempt on this node is not this one's
     hook = TrainerHook(info, args.output_dir, args.resume, WatchSettings.from_env(os.environ))

@@ -10,6 +10,7 @@ from xeoncluster.errors import BusyError, XeonClusterError
 from xeoncluster.providers.base import Removed
 from xeoncluster.removals import Removal, find_removal, record_removal
 from xeoncluster.runs import client
+from xeoncluster.runs.queue_order import busy_line
 from xeoncluster.state import ClusterRecord, ClusterStatus, StateDir
 
 
@@ -38,15 +39,18 @@ def run(ctx: CommandContext, purge_images: bool = False, force: bool = False, se
 
 def _refuse_active_run(ctx: CommandContext, force: bool) -> None:
     record = _readable_record(ctx)
-    active = client.active_or_none(ctx, record) if record is not None and record.nodes else None
-    if active is None:
+    pending = client.line_or_empty(ctx, record) if record is not None and record.nodes else []
+    if not pending:
         return
     name = ctx.config.name
+    what = busy_line(pending)
     if not force:
-        raise BusyError(f"cluster '{name}' is busy: run {active.run} is {active.state.value} (step {active.step})",
-                        hint=f"`xeoncluster cancel {active.run} --name {name}` stops it with a checkpoint; "
-                             f"`xeoncluster down --name {name} --force` removes the cluster anyway")
-    ctx.reporter.warn(f"run {active.run} is {active.state.value}; removing the cluster anyway (--force)")
+        first = pending[0].run
+        raise BusyError(f"cluster '{name}' is busy: {what}",
+                        hint=f"`xeoncluster cancel {first} --name {name}` stops it with a checkpoint (`cancel --all` "
+                             f"empties the queue too); `xeoncluster down --name {name} --force` removes the cluster "
+                             "anyway")
+    ctx.reporter.warn(f"{what}; removing the cluster anyway (--force)")
 
 
 def _kept(ctx: CommandContext) -> tuple[str, ...]:

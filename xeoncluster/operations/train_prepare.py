@@ -51,7 +51,7 @@ class Preparer:
             with reporter.step("sync the training package and data"):
                 data = self.sync(shell, self.nodes)
         return build_plan(self.request, self.stack, self.nodes, probed.topology, probed.home, run, data, probed.iface,
-                          self.ctx.provider.notice_source)
+                          self.ctx.provider.notice_source, self.ctx.config.name)
 
     def probe(self, shell: NodeShell) -> Probed:
         # The venv argument stays outside the quoting so that the node's shell expands $HOME.

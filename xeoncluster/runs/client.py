@@ -20,6 +20,7 @@ from xeoncluster.remote import NodeShell, RemoteFile
 from xeoncluster.remote_command import HomePath, all_of, remote_command
 from xeoncluster.remote_layout import AGENT_HOME, APP, VERSION_FILE, AgentLayout, RunFolder
 from xeoncluster.runs.host import AgentHost, LocalHost, MasterHost
+from xeoncluster.runs.queue_order import line_up
 from xeoncluster.runs.record import RunRecord, RunState
 from xeoncluster.runs.submission import Submission
 from xeoncluster.state import ClusterRecord
@@ -143,10 +144,15 @@ def agent_alive(host: AgentHost, record: RunRecord) -> bool:
     return "alive" in host.run(check).stdout
 
 
+def line(host: AgentHost, cluster: str) -> list[RunRecord]:
+    """The runs still to end whose agents are alive: the started one, then the queue in order."""
+    return line_up(list_records(host, cluster), lambda record: agent_alive(host, record))
+
+
 def active_run(host: AgentHost, cluster: str) -> RunRecord | None:
-    """The run whose agent is still at work on the cluster, if any."""
+    """The started run whose agent is still at work on the cluster, if any."""
     for record in list_records(host, cluster):
-        if not record.state.finished and agent_alive(host, record):
+        if not record.state.finished and not record.waiting and agent_alive(host, record):
             return record
     return None
 
@@ -169,11 +175,18 @@ def launch_json(host: AgentHost, cluster: str, run: str) -> dict[str, object]:
 
 def active_or_none(ctx: CommandContext, record: ClusterRecord) -> RunRecord | None:
     """The active run, when the agent's host can be asked; a master that does not answer runs nothing."""
+    pending = line_or_empty(ctx, record)
+    return pending[0] if pending and not pending[0].waiting else None
+
+
+def line_or_empty(ctx: CommandContext, record: ClusterRecord) -> list[RunRecord]:
+    """The active run and the queue, when the agent's host can be asked; a master that does not
+    answer runs nothing."""
     shell = ctx.shell()
     try:
-        return active_run(host_for(ctx, shell, record), ctx.config.name)
+        return line(host_for(ctx, shell, record), ctx.config.name)
     except XeonClusterError:
-        return None
+        return []
     finally:
         shell.close()
 

@@ -9,6 +9,9 @@ Each run has a folder on the agent's host (the master on AWS, this machine for l
     train.log      every rank's output, labelled by rank
     events.jsonl   the ranks' typed events (xeoncluster/node/events.py)
     agent.log      the agent's own progress and errors
+    usage.jsonl    each node's CPU, memory and network use, sampled while the run is active
+    stacks/        every rank's Python stacks, saved when the run stalled
+    tensorboard/   the nodes' use as TensorBoard scalars (the ranks' own go to the master's run folder)
     cancel         present once `cancel` asked the run to stop
 """
 from __future__ import annotations
@@ -26,6 +29,7 @@ from xeoncluster.state import atomic_write
 
 class RunState(StrEnum):
     SUBMITTED = "submitted"    # written by `train`; the agent has not picked it up yet
+    QUEUED = "queued"          # its agent waits for the runs before it to end (agent/queue.py)
     STARTING = "starting"
     RUNNING = "running"
     RECOVERING = "recovering"
@@ -36,6 +40,9 @@ class RunState(StrEnum):
     @property
     def finished(self) -> bool:
         return self in (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
+
+
+IN_PLACE = "every node"  # Restart.node of a run restarted on the nodes it had (it stalled; none was lost)
 
 
 class Restart(BaseModel):
@@ -49,8 +56,34 @@ class Restart(BaseModel):
     def describe(self) -> str:
         start = f"checkpoint-{self.from_step}" if self.from_step is not None else "the start (no checkpoint yet)"
         took = f" by {self.replacement}" if self.replacement and self.replacement != self.node else ""
+        if self.node == IN_PLACE:
+            return (f"restart: {self.reason}; on the same nodes, resuming from {start}, {self.lost_steps} step(s) "
+                    f"lost; the restart took {self.seconds:.0f}s")
         return (f"restart: {self.node} lost ({self.reason}); replaced{took}, resuming from {start}, "
                 f"{self.lost_steps} step(s) lost; recovery took {self.seconds:.0f}s")
+
+
+class NodeUse(BaseModel):
+    """One node's use over the agent's last two samples (agent/usage_watch.py)."""
+
+    cpu_percent: float = 0.0    # of the CPUs the node's processes may use
+    mem_percent: float = 0.0    # resident memory of the node's processes, of the node's memory
+    rx_bytes_per_s: float = 0.0
+    tx_bytes_per_s: float = 0.0
+    at: float = 0.0
+    low: bool = False           # far below the other nodes' CPU use: a straggler, or a rank that hangs
+
+
+class Live(BaseModel):
+    """An active run's pace, from its step events (agent/pace.py)."""
+
+    loss: float | None = None
+    step_seconds: float | None = None     # the median time of one step, lately
+    steps_per_second: float | None = None
+    eta_seconds: float | None = None
+    projected_cost_usd: float | None = None  # the cost so far plus the nodes' price for the ETA
+    last_step_at: float | None = None
+    evals: dict[str, float] = Field(default_factory=dict)  # the newest evaluation's scores
 
 
 class RunRecord(Versioned):
@@ -75,6 +108,17 @@ class RunRecord(Versioned):
     storage: str = ""            # where the run is kept beyond the nodes (a provider's storage URL or a folder)
     durable_step: int | None = None  # the newest checkpoint stored completely
     storage_error: str = ""      # the last upload that failed for good (training went on)
+    sweep: str = ""              # the sweep this run is one of (`train --sweep`): its runs are SWEEP-1..N
+    params: dict[str, str] = Field(default_factory=dict)  # the swept values this run was given
+    command: str = ""            # the `xeoncluster train` line that submits this run again (--env values elided)
+    live: Live = Field(default_factory=Live)
+    usage: dict[str, NodeUse] = Field(default_factory=dict)  # node name -> its use, while the run is active
+    stalls: int = 0              # restarts because the step stopped advancing (agent/stall.py)
+
+    @property
+    def waiting(self) -> bool:
+        """Not started yet: written by `train`, or queued behind other runs."""
+        return self.state in (RunState.SUBMITTED, RunState.QUEUED)
 
     @property
     def seconds(self) -> float:
@@ -91,7 +135,9 @@ class RunRecord(Versioned):
         return {"run": self.run, "cluster": self.cluster, "task": self.task, "state": self.state.value,
                 "step": self.step, "total_steps": self.total_steps, "restarts": len(self.restarts),
                 "started_at": self.started_at, "ended_at": self.ended_at, "seconds": round(self.seconds, 1),
-                "exit_code": self.exit_code, "cost_usd": round(self.cost_usd, 6), "error": self.error}
+                "exit_code": self.exit_code, "cost_usd": round(self.cost_usd, 6), "error": self.error,
+                "sweep": self.sweep, "params": dict(self.params), "live": self.live.model_dump(),
+                "usage": {name: use.model_dump() for name, use in self.usage.items()}}
 
 
 class RunFiles:
@@ -132,6 +178,17 @@ class RunFiles:
     def launch(self) -> Path:
         return self.folder / RunFolder.LAUNCH
 
+    @property
+    def usage(self) -> Path:
+        return self.folder / RunFolder.USAGE
+
+    @property
+    def stacks(self) -> Path:
+        return self.folder / RunFolder.STACKS
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.folder / RunFolder.TENSORBOARD
 
     def load(self) -> RunRecord | None:
         try:

@@ -1,0 +1,87 @@
+"""The cluster's run queue, as each run's agent sees it. Runs start one at a time, in the order `train`
+submitted them, each once every run before it has ended, in any state.
+
+There is no queue process and no queue file: the run records in the cluster's runs folder are the
+queue. Every submitted run has its own agent from the start, which waits its turn; a lock beside the
+records makes taking a turn atomic. So the queue survives the CLI's death and any agent's restart,
+and an agent that died while it waited holds up nobody.
+"""
+from __future__ import annotations
+
+import fcntl
+import re
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from xeoncluster.contract import AGENT_PATTERN
+from xeoncluster.remote_layout import RunFolder
+from xeoncluster.runs.queue_order import line_up, order
+from xeoncluster.runs.record import RunRecord, RunState
+
+LOCK = "queue.lock"
+# A record `train` wrote whose agent has not taken it yet holds its place this long: a `train` that died
+# between writing it and starting the agent must not hold up the queue for good.
+SUBMITTED_GRACE_SECONDS = 120.0
+
+
+def agent_alive_here(pid: int | None) -> bool:
+    """Whether `pid` is one of our agents on this host (a recorded pid may have been reused since)."""
+    if pid is None:
+        return False
+    try:
+        argv = Path(f"/proc/{int(pid)}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False
+    return re.search(AGENT_PATTERN, argv) is not None
+
+
+@dataclass(frozen=True)
+class Queue:
+    runs: Path  # the cluster's runs folder on the agent's host
+    alive: Callable[[int | None], bool] = agent_alive_here
+    clock: Callable[[], float] = time.time
+
+    def records(self) -> list[RunRecord]:
+        found = []
+        for path in sorted(self.runs.glob(f"*/{RunFolder.RECORD}")):
+            try:
+                found.append(RunRecord.model_validate_json(path.read_text()))
+            except (OSError, ValueError):
+                continue
+        return found
+
+    def pending(self, record: RunRecord) -> bool:
+        """Still to end, with an agent that will end it (or one about to be started)."""
+        if record.state.finished:
+            return False
+        if record.state is RunState.SUBMITTED and record.agent_pid is None:
+            return self.clock() - record.submitted_at < SUBMITTED_GRACE_SECONDS
+        return self.alive(record.agent_pid)
+
+    def ahead_of(self, run: str) -> list[RunRecord]:
+        """The runs that must end before `run` starts, in the order they go."""
+        records = self.records()
+        mine = [r for r in records if r.run == run]
+        line = line_up([r for r in records if r.run != run], self.pending)
+        return [r for r in line if not r.waiting or (bool(mine) and order(r) < order(mine[0]))]
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        self.runs.mkdir(parents=True, exist_ok=True)
+        with open(self.runs / LOCK, "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def take_turn(self, run: str, start: Callable[[], None]) -> list[RunRecord]:
+        """`start()` (which marks the run started) when nothing is ahead of `run`; else what is."""
+        with self.locked():
+            ahead = self.ahead_of(run)
+            if not ahead:
+                start()
+            return ahead

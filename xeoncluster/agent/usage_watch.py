@@ -1,0 +1,153 @@
+"""While a job runs, sample every node's CPU, memory and network use every few seconds, keep the
+samples in the run's usage.jsonl, and hand the newest to the supervisor (it goes into run.json, where
+`runs` and `status` read it). Each tick also lets the supervisor look for a stall.
+
+A node whose CPU use is far below the others' is marked `low`: a straggler, a node swapping, or a
+rank stuck while the rest wait for it look alike from the step counter, but not from here.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import statistics
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from xeoncluster.context import CommandContext
+from xeoncluster.errors import XeonClusterError
+from xeoncluster.providers.base import Node
+from xeoncluster.remote import NodeShell
+from xeoncluster.remote_command import remote_command
+from xeoncluster.remote_layout import NODE_LIB, RemoteLayout
+from xeoncluster.runs.record import NodeUse, RunFiles
+
+SAMPLE_SECONDS = 5.0
+LOW_FRACTION = 0.5   # below this share of the median CPU use of the nodes...
+LOW_FLOOR = 20.0     # ...while that median is at least this busy (percent)
+USAGE_MODULE = "xeoncluster.node.usage"
+
+
+class Sample(BaseModel):
+    """What xeoncluster/node/usage.py prints on a node."""
+
+    time: float
+    cpu_seconds: float = Field(ge=0)
+    cpus: int = Field(ge=1)
+    rss: int = Field(ge=0)
+    mem_total: int = Field(ge=0)
+    rx: int = Field(ge=0)
+    tx: int = Field(ge=0)
+
+
+def rates(before: Sample, now: Sample) -> NodeUse:
+    span = max(now.time - before.time, 1e-3)
+    cpu = 100 * max(0.0, now.cpu_seconds - before.cpu_seconds) / (span * now.cpus)
+    return NodeUse(cpu_percent=round(min(cpu, 100.0), 1),
+                   mem_percent=round(100 * now.rss / now.mem_total, 1) if now.mem_total else 0.0,
+                   rx_bytes_per_s=round(max(0, now.rx - before.rx) / span), at=now.time,
+                   tx_bytes_per_s=round(max(0, now.tx - before.tx) / span))
+
+
+def mark_low(uses: dict[str, NodeUse]) -> dict[str, NodeUse]:
+    if len(uses) < 2:
+        return uses
+    median = statistics.median(u.cpu_percent for u in uses.values())
+    low = median >= LOW_FLOOR
+    return {name: u.model_copy(update={"low": low and u.cpu_percent < LOW_FRACTION * median})
+            for name, u in uses.items()}
+
+
+@dataclass
+class UsageWatch:
+    ctx: CommandContext
+    nodes: list[Node]
+    home: str
+    files: RunFiles
+    on_usage: Callable[[dict[str, NodeUse]], None]
+    on_tick: Callable[[], None]
+    interval: float = SAMPLE_SECONDS
+    scalars: UsageScalars = field(default_factory=lambda: UsageScalars(None))
+    _last: dict[str, Sample] = field(default_factory=dict)
+    _done: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> UsageWatch:
+        self._thread = threading.Thread(target=self._watch, name="xc-usage-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.scalars.close()
+
+    def _watch(self) -> None:
+        shell = self.ctx.shell()
+        try:
+            while not self._done.wait(self.interval):
+                self._sample(shell)
+                self.on_tick()
+        finally:
+            shell.close()
+
+    def _sample(self, shell: NodeShell) -> None:
+        layout = RemoteLayout(self.home)
+        command = remote_command("env", f"PYTHONPATH={layout.path(NODE_LIB)}", layout.python, "-m", USAGE_MODULE)
+        try:
+            results = shell.run(self.nodes, command)
+        except (XeonClusterError, OSError):
+            return  # a node that does not answer is the node watch's business, not this one's
+        uses = {}
+        for name, result in results.items():
+            sample = _parse(result.stdout) if result.ok else None
+            if sample is None:
+                continue
+            if name in self._last:
+                uses[name] = rates(self._last[name], sample)
+            self._last[name] = sample
+        if uses:
+            uses = mark_low(uses)
+            with open(self.files.usage, "a") as out:
+                for name, use in uses.items():
+                    out.write(json.dumps({"node": name, **use.model_dump()}) + "\n")
+            self.scalars.write(uses)
+            self.on_usage(uses)
+
+
+class UsageScalars:
+    """The samples as TensorBoard scalars (nodes/NODE/cpu_percent, ...) in the agent's run folder, when
+    a writer (tensorboardX, part of the node stack) is installed where the agent runs."""
+
+    def __init__(self, folder: Path | None) -> None:
+        self.writer: Any = None
+        if folder is not None and importlib.util.find_spec("tensorboardX") is not None:
+            from tensorboardX import SummaryWriter
+
+            self.writer = SummaryWriter(str(folder))
+
+    def write(self, uses: dict[str, NodeUse]) -> None:
+        if self.writer is None:
+            return
+        for name, use in uses.items():
+            for key in ("cpu_percent", "mem_percent", "rx_bytes_per_s", "tx_bytes_per_s"):
+                self.writer.add_scalar(f"nodes/{name}/{key}", getattr(use, key), walltime=use.at)
+        self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def _parse(stdout: str) -> Sample | None:
+    try:
+        return Sample.model_validate_json(stdout.strip().splitlines()[-1])
+    except (ValidationError, IndexError):
+        return None
