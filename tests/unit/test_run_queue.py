@@ -122,3 +122,34 @@ def test_the_cli_sees_the_queue_and_the_idle_check_counts_it(tmp_path: Path, age
         proc.kill()
         proc.wait()
     assert client.line(host, CLUSTER) == [] and Activity(ctx, host, None).busy() == ""  # type: ignore[arg-type]
+
+
+def test_a_queued_run_left_behind_is_named_with_the_command_that_submits_it_again() -> None:
+    from xeoncluster.commands.runs import _orphan_note
+
+    command = "xeoncluster train squad --name qc --demo --run r2 -- --lr 1e-4"
+    queued = RunRecord(run="r2", cluster=CLUSTER, task="squad", state=RunState.QUEUED, command=command)
+    assert _orphan_note(queued, "its cluster or master went first") == (
+        f"run r2 was queued and never started (its cluster or master went first): submit it again with `{command}`")
+    forged = queued.model_copy(update={"command": "xeoncluster train\x1b]0;pwned\x07"})
+    assert "submit it again" not in _orphan_note(forged, "gone"), "the master's text is shown only when printable"
+    running = queued.model_copy(update={"state": RunState.RUNNING, "step": 40})
+    assert _orphan_note(running, "its agent is gone") == "run r2: its agent is gone; it stopped at step 40"
+
+
+def test_at_a_deadline_the_queue_is_emptied_and_the_runs_that_never_started_are_named(tmp_path: Path,
+                                                                                       agents: list) -> None:
+    from xeoncluster.agent.self_removal import SelfRemoval
+
+    runs = runs_folder(tmp_path)
+    now = time.time()
+    write(runs, "q1", RunState.QUEUED, now - 10, agent(agents, "q1"))
+    write(runs, "q2", RunState.QUEUED, now - 5, agent(agents, "q2"))
+    write(runs, "done", RunState.SUCCEEDED, now - 50, None)
+    reports: list[str] = []
+    ctx = SimpleNamespace(config=SimpleNamespace(name=CLUSTER))
+    removal = SelfRemoval(ctx, LocalHost(str(tmp_path), sys.executable), reports.append)  # type: ignore[arg-type]
+    assert removal._stop_runs() == ["q1", "q2"]
+    assert reports == ["queued runs that never started: q1, q2"]
+    assert (runs / "q1" / "cancel").exists() and (runs / "q2" / "cancel").exists()
+    assert not (runs / "done" / "cancel").exists()

@@ -10,8 +10,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 
+from xeoncluster.agent.background import BackgroundWatch
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import XeonClusterError
 from xeoncluster.remote_command import word
@@ -20,7 +20,7 @@ POLL_SECONDS = 5.0
 
 
 @dataclass
-class NodeWatch:
+class NodeWatch(BackgroundWatch):
     ctx: CommandContext
     names: list[str]
     on_gone: Callable[[list[str]], None]
@@ -30,17 +30,9 @@ class NodeWatch:
     _thread: threading.Thread | None = None
 
     def __enter__(self) -> NodeWatch:
-        if not self.names:
-            return self
-        self._thread = threading.Thread(target=self._watch, name="xeoncluster-node-watch", daemon=True)
-        self._thread.start()
+        if self.names:
+            self._start("xeoncluster-node-watch")
         return self
-
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        self._done.set()
-        if self._thread is not None:
-            self._thread.join()
 
     def _watch(self) -> None:
         while not self._done.wait(self.interval):

@@ -14,11 +14,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from xeoncluster.agent.background import BackgroundWatch
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import XeonClusterError
 from xeoncluster.providers.base import Node
@@ -64,7 +64,7 @@ def mark_low(uses: dict[str, NodeUse]) -> dict[str, NodeUse]:
 
 
 @dataclass
-class UsageWatch:
+class UsageWatch(BackgroundWatch):
     ctx: CommandContext
     nodes: list[Node]
     home: str
@@ -78,15 +78,10 @@ class UsageWatch:
     _thread: threading.Thread | None = None
 
     def __enter__(self) -> UsageWatch:
-        self._thread = threading.Thread(target=self._watch, name="xc-usage-watch", daemon=True)
-        self._thread.start()
+        self._start("xc-usage-watch")
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        self._done.set()
-        if self._thread is not None:
-            self._thread.join()
+    def _ended(self) -> None:
         self.scalars.close()
 
     def _watch(self) -> None:
