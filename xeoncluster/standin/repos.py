@@ -19,7 +19,7 @@ from typing import Any
 APT_PACKAGES = ("libgoogle-perftools4", "numactl")
 # The stock stack of xeoncluster/ami/stacks.yaml, for the nodes' python (cp311, manylinux x86_64).
 PIP_PACKAGES = ("torch==2.13.0", "transformers==5.23.0", "accelerate==1.15.0", "datasets==5.2.0",
-                "impi-rt==2021.18.1", "boto3==1.43.11", "fabric==3.2.3")
+                "impi-rt==2021.18.1", "tensorboardX==2.6.5", "boto3==1.43.11", "fabric==3.2.3")
 # The local provider's wheelhouse of exactly these packages, keyed the same way (provider local).
 PROJECT_WHEELS = Path("/var/cache/xeoncluster/wheels")
 
