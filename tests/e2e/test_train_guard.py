@@ -83,7 +83,7 @@ def test_a_second_train_queues_while_up_and_down_are_refused(local_env: LocalEnv
     """A busy cluster queues the next run (its place said), `cancel` takes a queued run out of the
     queue, `up` and `down` are refused while anything is active or queued, and the queued run starts
     once the active one ends, with no CLI attached."""
-    proc = start_train(local_env, guard_cluster, "busy-a", 600)
+    proc = start_train(local_env, guard_cluster, "busy-a", 400)
     try:
         wait_for_steps(local_env, guard_cluster, "busy-a", proc)
         queued = local_env.ok("train", "squad", "--demo", "--name", guard_cluster, "--run", "busy-b", "--detach",

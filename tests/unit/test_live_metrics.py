@@ -28,6 +28,8 @@ def test_the_pace_is_the_median_step_and_a_hang_is_ten_medians_and_the_minimum()
     assert pace.stalled(14.0 + 4, 1) is None and pace.stalled(14.0 + 6, 1) == 6, "10 medians (5s) rule too"
     pace.step(20.0, 4, None)  # an old step (a resumed launch's first report) moves nothing back
     assert pace.points[-1] == (14.0, 12)
+    pace.step(70.0, 12, None)  # the same step again: the ranks evaluate, and say they are alive
+    assert pace.points[-1] == (14.0, 12) and pace.stalled(125.0, 60) is None and pace.stalled(131.0, 60) == 61
 
 
 def sample(t: float, cpu: float, rx: int = 0) -> Sample:

@@ -22,9 +22,12 @@ class Pace:
     points: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=WINDOW))
     loss: float | None = None
     evals: dict[str, float] = field(default_factory=dict)
+    alive: float = 0.0  # the last sign of life that was no new step
 
     def step(self, when: float, step: int, loss: float | None) -> None:
+        """A step event; one that repeats the last step (the ranks evaluating) only says they are alive."""
         if self.points and step <= self.points[-1][1]:
+            self.alive = max(self.alive, when)
             return
         self.points.append((when, step))
         if loss is not None:
@@ -46,7 +49,7 @@ class Pace:
         seconds = self.step_seconds()
         if not self.points or seconds is None:
             return None
-        quiet = now - self.points[-1][0]
+        quiet = now - max(self.points[-1][0], self.alive)
         return quiet if quiet > max(STALL_FACTOR * seconds, minimum) else None
 
     def live(self, step: int, total: int | None, cost_usd: float, usd_per_hour: float) -> Live:

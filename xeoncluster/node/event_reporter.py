@@ -14,6 +14,7 @@ from transformers import TrainerCallback
 from xeoncluster.node.events import RunEvent, emit
 
 MIN_STEP_INTERVAL = 1.0
+EVAL_HEARTBEAT_SECONDS = 10.0
 
 
 class EventReporter(TrainerCallback):
@@ -45,6 +46,12 @@ class EventReporter(TrainerCallback):
             metrics: dict[str, float | None] = {
                 k: float(v) for k, v in logs.items() if k.startswith("eval_") and isinstance(v, int | float)}
             emit(RunEvent("eval", node=self.node, step=state.global_step, total=state.max_steps, metrics=metrics))
+
+    def on_prediction_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """During an evaluation no step ends: the step, again, now and then, says the run is alive (the
+        agent would otherwise take a long evaluation for a hang)."""
+        if state.is_world_process_zero and time.time() - self._last_step_event >= EVAL_HEARTBEAT_SECONDS:
+            self._step(state, None)
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:

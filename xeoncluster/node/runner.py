@@ -139,7 +139,6 @@ def _train(
         _say(info, f"eval before training: {_format(before)}")
     checkpoint, resumed_step = _resume_point(config, info)
     stop = _watch_for_notices(trainer, config, info)
-    dump_stacks_on_signal(config.output_dir, info.rank)
     started = time.monotonic()
     try:
         result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
@@ -202,6 +201,8 @@ def _resume_point(config: RunConfig, info: distributed.DistInfo) -> tuple[Any, i
 
 
 def _watch_for_notices(trainer: Any, config: RunConfig, info: distributed.DistInfo) -> StopOnNotice:
+    """What the agent reads and asks of the ranks: notices and stops, events, and stacks on SIGUSR1."""
+    dump_stacks_on_signal(config.output_dir, info.rank)
     node = distributed.own_address()
     watcher = NoticeWatcher(WatchSettings.from_env(os.environ), info.rank, node).start()
     stop = StopOnNotice(watcher)
