@@ -34,7 +34,10 @@ def runs(ctx: click.Context, names: tuple[str, ...], compare: bool, as_json: boo
     context = command_context(ctx, opts)
     if compare:
         compared = compare_cmd.compare(context, names)
-        render.as_json([c.to_dict() for c in compared]) if as_json else render_runs.compare_table(compared)
+        if as_json:
+            render.as_json([c.to_dict() for c in compared])
+        else:
+            render_runs.compare_table(compared)
         return
     result = runs_cmd.list_runs(context)
     if as_json:
