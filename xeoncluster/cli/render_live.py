@@ -1,13 +1,11 @@
 """An active run's pace and its nodes' use, as `runs` and `status` print them. Formatting only."""
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from xeoncluster.runs.record import RunRecord
 
-NODE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # the names come from the master: shown only when plain
 
 
 def clock(seconds: float) -> str:
@@ -33,7 +31,7 @@ def pace_line(record: RunRecord) -> str:
 def usage_line(record: RunRecord) -> str:
     shown = [f"{name} cpu {use.cpu_percent:.0f}% mem {use.mem_percent:.1f}%" + (" (LOW: far below the others)"
                                                                                 if use.low else "")
-             for name, use in sorted(record.usage.items()) if NODE_NAME.fullmatch(name)]
+             for name, use in sorted(record.usage.items())]
     return "  nodes: " + "; ".join(shown) if shown else ""
 
 

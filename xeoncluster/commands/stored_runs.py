@@ -10,6 +10,7 @@ from xeoncluster.commands.train_results import Fetched, results_dir
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import ConfigError
 from xeoncluster.runs.record import RunRecord
+from xeoncluster.runs.record_checks import checked
 from xeoncluster.runs.stored_checkpoints import durable_steps
 from xeoncluster.storage.base import Storage, StorageLocation
 from xeoncluster.train_plan import RUN_NAME
@@ -63,7 +64,7 @@ def _stored_record(storage: Storage, location: StorageLocation, key: str, cluste
     untrusted.same_run(record.run, run, source)
     if record.cluster != cluster:
         raise untrusted.refused(source, "cluster", record.cluster, f"it is kept under '{cluster}'")
-    return record
+    return checked(record, source)
 
 
 def stored_run(ctx: CommandContext, run: str | None) -> StoredRun:

@@ -22,6 +22,7 @@ from xeoncluster.remote_layout import AGENT_HOME, APP, VERSION_FILE, AgentLayout
 from xeoncluster.runs.host import AgentHost, LocalHost, MasterHost
 from xeoncluster.runs.queue_order import line_up
 from xeoncluster.runs.record import RunRecord, RunState
+from xeoncluster.runs.record_checks import checked
 from xeoncluster.runs.submission import Submission
 from xeoncluster.state import ClusterRecord
 
@@ -117,7 +118,7 @@ def read_record(host: AgentHost, cluster: str, run: str) -> RunRecord | None:
     except ValueError:
         return None
     untrusted.same_run(record.run, run, f"the run record on {host.name}")
-    return record
+    return checked(record, f"the run record on {host.name}")
 
 
 def list_records(host: AgentHost, cluster: str) -> list[RunRecord]:
@@ -131,8 +132,7 @@ def list_records(host: AgentHost, cluster: str) -> list[RunRecord]:
             record = RunRecord.model_validate_json(chunk)
         except ValueError:
             continue
-        untrusted.run_name(record.run, f"a run record on {host.name}")
-        records.append(record)
+        records.append(checked(record, f"a run record on {host.name}"))
     return sorted(records, key=lambda r: r.submitted_at, reverse=True)
 
 

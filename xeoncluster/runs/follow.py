@@ -15,6 +15,7 @@ from xeoncluster.errors import TrainingError, XeonClusterError
 from xeoncluster.runs.client import agent_alive, run_folder
 from xeoncluster.runs.host import AgentHost
 from xeoncluster.runs.record import RunRecord
+from xeoncluster.runs.record_checks import checked
 
 CHUNK_BYTES = 1 << 20
 POLL_SECONDS = 1.0
@@ -69,6 +70,7 @@ class Follower:
             if record is None:
                 raise self._gone()
             untrusted.same_run(record.run, self.run, "the run record on the agent's host")
+            checked(record, "the run record on the agent's host")
             self.seen = True
             if chunk.consumed == 0 and (record.state.finished or not to_the_end):
                 return record
