@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import botocore.config
+import botocore.exceptions
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -215,6 +217,36 @@ def test_a_sweep_queues_on_the_master_and_its_second_run_recovers_a_spot_interru
         live[by_name["node0"]]["Placement"]["AvailabilityZone"]
     calls = json.loads(standin.script("status").stdout)["role_calls"]["allowed"]
     assert calls.get(f"xeoncluster-{CLUSTER}-us-east-1 ec2:RunInstances", 0) >= 1, calls  # the master launched it
+
+
+def test_two_minutes_of_failing_describe_instances_restart_nothing(standin: Any, cli: Cli) -> None:
+    """EC2's API answers 503 for 2 minutes in the middle of a run: the agent's node watch hears nothing
+    from the provider, every node still answers over SSH, and the run trains on with 0 restarts."""
+    cli.ok("train", "squad", "--name", CLUSTER, "--demo", "--run", "outage", "--detach", "--",
+           "--max-steps", "100000", "--save-steps", "50")
+    deadline = time.monotonic() + 300
+    while (run_record(cli, "outage") or {}).get("step", 0) < 10:
+        assert time.monotonic() < deadline, run_record(cli, "outage")
+        time.sleep(1)
+    before = run_record(cli, "outage")
+    assert before is not None
+    ends = time.time() + 120
+    standin.script("faults", f"describe_instances_failing_until={ends}")
+    try:
+        with pytest.raises(botocore.exceptions.ClientError, match="Unavailable"):
+            boto3.client("ec2", config=botocore.config.Config(retries={"total_max_attempts": 1})).describe_instances()
+        time.sleep(max(0.0, ends - time.time()) + 10)  # past the outage, and two of the watch's polls
+    finally:
+        standin.script("faults", "describe_instances_failing_until=0")
+    during = run_record(cli, "outage")
+    assert during is not None and during["state"] == "running" and during["restarts"] == 0, during
+    assert during["step"] > before["step"], (before, during)
+    cli.ok("cancel", "outage", "--name", CLUSTER)
+    record = wait_for_end(cli, "outage", timeout=300)
+    assert record["state"] == "cancelled" and record["restarts"] == 0, record
+    log = cli.ok("logs", "outage", "--name", CLUSTER).stdout
+    assert "agent: the provider does not answer (" in log and "Unavailable" in log, log[-3000:]
+    assert "agent: the provider answers again after" in log and " is gone (" not in log, log[-3000:]
 
 
 @contextmanager

@@ -1,5 +1,5 @@
-"""The node watch stops a job as soon as the provider no longer lists one of its nodes, and not
-on a failed question."""
+"""The node watch stops a job once the provider no longer lists one of its nodes and that node does
+not answer over SSH either; never on a failed question, nor on the provider's word alone."""
 from __future__ import annotations
 
 import threading
@@ -7,7 +7,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from xeoncluster.agent.node_watch import NodeWatch
-from xeoncluster.errors import ProviderError
+from xeoncluster.errors import ProviderError, RemoteError
+from xeoncluster.remote import CommandResult
 
 
 class Fleet:
@@ -23,14 +24,35 @@ class Fleet:
         return [SimpleNamespace(name=name) for name in answer]
 
 
-def watch(fleet: Fleet, names: list[str]) -> tuple[NodeWatch, threading.Event, list[list[str]]]:
+class Shell:
+    """SSH to the nodes: those in `silent` do not answer (a refused or timed-out connection)."""
+
+    def __init__(self, silent: set[str]) -> None:
+        self.silent, self.asked, self.closed = silent, [], 0
+
+    def run(self, nodes: list[SimpleNamespace], command: str) -> dict[str, CommandResult]:
+        [node] = nodes
+        self.asked.append(node.name)
+        if node.name in self.silent:
+            raise RemoteError(f"{node.name}: connection timed out")
+        return {node.name: CommandResult(node.name, 0, "", "")}
+
+    def close(self) -> None:
+        self.closed += 1
+
+
+def watch(fleet: Fleet, names: list[str], silent: set[str] | None = None, reports: list[str] | None = None
+          ) -> tuple[NodeWatch, threading.Event, list[list[str]]]:
     called, seen = threading.Event(), []
 
     def on_gone(gone: list[str]) -> None:
         seen.append(gone)
         called.set()
-    ctx = SimpleNamespace(provider=fleet, config=None)
-    return NodeWatch(ctx, names, on_gone, interval=0.01), called, seen  # type: ignore[arg-type]
+    shell = Shell(set(names) if silent is None else silent)
+    ctx = SimpleNamespace(provider=fleet, config=None, shell=lambda: shell)
+    nodes = [SimpleNamespace(name=name) for name in names]
+    report = (reports if reports is not None else []).append
+    return NodeWatch(ctx, nodes, on_gone, report, interval=0.01), called, seen  # type: ignore[arg-type]
 
 
 def test_a_node_the_provider_stops_listing_stops_the_job_once() -> None:
@@ -49,9 +71,46 @@ def test_nothing_happens_while_every_node_is_listed_or_the_question_fails() -> N
     assert seen == []
 
 
+def test_a_node_the_provider_forgot_but_that_answers_is_not_gone() -> None:
+    reports: list[str] = []
+    node_watch, called, seen = watch(Fleet(["node0"]), ["node0", "node1"], silent=set(), reports=reports)
+    with node_watch:
+        assert not called.wait(0.3)
+    assert seen == [] and "the provider no longer lists node1, but it answers; it is asked again" in reports
+
+
+def test_only_the_silent_one_of_two_unlisted_nodes_is_gone() -> None:
+    node_watch, called, seen = watch(Fleet(["node0"]), ["node0", "node1", "node2"], silent={"node2"})
+    with node_watch:
+        assert called.wait(5)
+    assert seen == [["node2"]]
+
+
+def test_a_provider_outage_is_reported_once_and_its_end_once() -> None:
+    reports: list[str] = []
+    outage = ProviderError("DescribeInstances: 503 Unavailable")
+    fleet = Fleet(outage, outage, outage, ["node0", "node1"])
+    node_watch, called, _ = watch(fleet, ["node0", "node1"], reports=reports)
+    with node_watch:
+        assert not called.wait(0.3)
+    assert len(reports) == 2 and "the provider does not answer" in reports[0] and "503" in reports[0], reports
+    assert reports[1].startswith("the provider answers again after"), reports
+
+
 def test_no_names_ask_nothing() -> None:
     fleet = Fleet(RuntimeError("the provider was asked"))
     node_watch, called, _ = watch(fleet, [])
     with node_watch:
         assert not called.wait(0.1)
     assert node_watch._thread is None
+
+
+def test_after_a_job_ended_a_silent_provider_leaves_ssh_to_decide_which_node_was_lost() -> None:
+    from xeoncluster.operations.repair import health
+
+    nodes = [SimpleNamespace(name=name) for name in ("node0", "node1")]
+    ctx = SimpleNamespace(provider=Fleet(ProviderError("DescribeInstances timed out")), config=None)
+    record = SimpleNamespace(node_list=lambda: nodes)
+    found = health(ctx, record, Shell({"node1"}))  # type: ignore[arg-type]
+    assert [(h.node.name, h.alive) for h in found] == [("node0", True), ("node1", False)]
+    assert "connection timed out" in found[1].reason and "DescribeInstances timed out" in found[1].reason

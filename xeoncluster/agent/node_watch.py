@@ -4,50 +4,95 @@ A node that vanishes without a notice (a hard crash, an instance terminated outr
 other ranks blocked in an all-reduce until TCP gives up on it, minutes later (about 130 s on the
 EC2 stand-in). The watch sees the node gone from the provider's list and stops the job at once, so
 recovery starts within one poll instead.
+
+Stopping a healthy job is worse than stopping a dead one late, so the watch needs two independent
+signals: the provider no longer lists the node, and the node no longer answers over SSH. A provider
+that errors or times out says nothing (SkyPilot's users lost healthy jobs to recoveries started by
+status-check timeouts); a node the provider forgot but that still answers is asked again next poll.
 """
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from xeoncluster.agent.background import BackgroundWatch
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import XeonClusterError
+from xeoncluster.operations.repair import answers
+from xeoncluster.providers.base import Node
 from xeoncluster.remote_command import word
 
 POLL_SECONDS = 5.0
 
 
 @dataclass
+class ProviderSilence:
+    """When the provider stopped answering, so the run's log says so once, and once when it is back."""
+    report: Callable[[str], None]
+    since: float | None = None
+
+    def failed(self, exc: Exception) -> None:
+        if self.since is None:
+            self.since = time.monotonic()
+            why = exc.one_line() if isinstance(exc, XeonClusterError) else str(exc)
+            self.report(f"the provider does not answer ({why}); no node counts as lost on that alone")
+
+    def answered(self) -> None:
+        if self.since is not None:
+            self.report(f"the provider answers again after {time.monotonic() - self.since:.0f}s")
+            self.since = None
+
+
+@dataclass
 class NodeWatch(BackgroundWatch):
     ctx: CommandContext
-    names: list[str]
+    nodes: list[Node]
     on_gone: Callable[[list[str]], None]
+    report: Callable[[str], None] = lambda _line: None
     interval: float = POLL_SECONDS
     gone: list[str] = field(default_factory=list)
     _done: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
     def __enter__(self) -> NodeWatch:
-        if self.names:
+        if self.nodes:
             self._start("xeoncluster-node-watch")
         return self
 
     def _watch(self) -> None:
+        silence = ProviderSilence(self.report)
         while not self._done.wait(self.interval):
-            gone = self._missing()
-            if gone:
+            gone = self._silent(self._unlisted(silence))
+            if gone and not self._done.is_set():
                 self.gone = gone
                 self.on_gone(gone)
                 return
 
-    def _missing(self) -> list[str]:
+    def _unlisted(self, silence: ProviderSilence) -> list[Node]:
         try:
-            alive = {node.name for node in self.ctx.provider.nodes(self.ctx.config, priced=False)}
-        except (XeonClusterError, OSError):
-            return []  # an unanswered question is not a lost node; the job's own end still counts
-        return [name for name in self.names if name not in alive]
+            listed = {node.name for node in self.ctx.provider.nodes(self.ctx.config, priced=False)}
+        except (XeonClusterError, OSError) as exc:
+            silence.failed(exc)
+            return []
+        silence.answered()
+        return [node for node in self.nodes if node.name not in listed]
+
+    def _silent(self, unlisted: list[Node]) -> list[str]:
+        """Of the nodes the provider no longer lists, those that do not answer over SSH either."""
+        if not unlisted:
+            return []
+        shell = self.ctx.shell()
+        try:
+            silent = [node.name for node in unlisted if not answers(shell, node)[0]]
+        finally:
+            shell.close()
+        quiet = set(silent)
+        for node in unlisted:
+            if node.name not in quiet:
+                self.report(f"the provider no longer lists {node.name}, but it answers; it is asked again")
+        return silent
 
 
 def stop_command(pid_file: str) -> str:

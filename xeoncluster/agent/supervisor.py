@@ -194,10 +194,10 @@ class Supervisor:
         self.pace, self.stalled = Pace(), ""
         self.update(state=RunState.RUNNING, nodes=[n.name for n in plan.nodes])
         left = len(self.record.restarts) < self.request.max_restarts
-        names = [n.name for n in plan.nodes] if left else []
+        watched = list(plan.nodes) if left else []
         usage = UsageWatch(self.ctx, list(plan.nodes), plan.home, self.files, self._on_usage, self._check_stall,
                            scalars=UsageScalars(self.files.tensorboard))
-        with NodeWatch(self.ctx, names, self._on_gone), usage:
+        with NodeWatch(self.ctx, watched, self._on_gone, self.note), usage:
             return self.attempt.run(shell)
 
     # -- events and watches -------------------------------------------------------------------
@@ -271,7 +271,7 @@ class Supervisor:
             shell.close()
 
     def _on_gone(self, gone: list[str]) -> None:
-        self.note(f"{', '.join(gone)} is gone (no longer listed by the provider); stopping the job")
+        self.note(f"{', '.join(gone)} is gone (unlisted by the provider, silent over SSH); stopping the job")
         if self.attempt is not None:
             self.attempt.interrupt(self.control, master_gone=self.plan.nodes[0].name in gone)
 

@@ -36,8 +36,12 @@ class RepairResult:
 
 
 def health(ctx: CommandContext, record: ClusterRecord, shell: NodeShell) -> list[NodeHealth]:
-    """Each recorded node: alive if the provider still has it running and it answers over SSH."""
-    live = {n.name: n for n in ctx.provider.nodes(ctx.config)}
+    """Each recorded node: alive if the provider still has it running and it answers over SSH. When the
+    provider does not answer, SSH alone decides: a node that answers is never taken for lost."""
+    try:
+        live = {n.name: n for n in ctx.provider.nodes(ctx.config)}
+    except XeonClusterError as exc:
+        return [_by_ssh_only(shell, node, exc) for node in record.node_list()]
     result = []
     for node in record.node_list():
         current = live.get(node.name)
@@ -46,11 +50,17 @@ def health(ctx: CommandContext, record: ClusterRecord, shell: NodeShell) -> list
         elif current.state != "running":
             result.append(NodeHealth(node, False, f"{current.state}"))
         else:
-            result.append(NodeHealth(node, *_answers(shell, node)))
+            result.append(NodeHealth(node, *answers(shell, node)))
     return result
 
 
-def _answers(shell: NodeShell, node: Node) -> tuple[bool, str]:
+def _by_ssh_only(shell: NodeShell, node: Node, provider_error: XeonClusterError) -> NodeHealth:
+    alive, why = answers(shell, node)
+    return NodeHealth(node, alive, "" if alive else f"{why} (and the provider did not answer: "
+                                                    f"{provider_error.one_line()})")
+
+
+def answers(shell: NodeShell, node: Node) -> tuple[bool, str]:
     try:
         out = shell.run([node], "true")[node.name]
     except XeonClusterError as exc:

@@ -24,6 +24,7 @@ class Faults:
     snapshot_in_use_seconds: float = 0.0    # DeleteSnapshot: InvalidSnapshot.InUse after DeregisterImage
     sg_dependency_violation: bool = False  # DeleteSecurityGroup fails while its instances shut down
     dpkg_lock_seconds: int = 0              # first boot holds /var/lib/dpkg/lock-frontend this long
+    describe_instances_failing_until: float = 0.0  # DescribeInstances: 503 Unavailable until this epoch time
     # Not a fault: boot nodes like a company image whose apt sources and pip.conf already point at
     # the mirror (lets `up` run before the CLI writes the apt/pip config keys itself).
     preseed_mirror: bool = False

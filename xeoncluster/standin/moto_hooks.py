@@ -25,6 +25,10 @@ from xeoncluster.standin.placement_groups import PlacementGroups
 
 REGION = "us-east-1"
 CANONICAL = "099720109477"
+# What EC2 answers when it is unavailable: 503, which botocore's retry modes retry, then give up on.
+_UNAVAILABLE = ('<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>Unavailable</Code>'
+                "<Message>The service is unavailable. Please try again shortly. (stand-in fault)</Message>"
+                "</Error></Errors><RequestID>standin-unavailable</RequestID></Response>")
 BASE_IMAGE_PARAMETER = "/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id"
 
 
@@ -145,6 +149,7 @@ class Hooks:
         from moto.ec2.utils import Base64EncodedString
 
         hooks = self
+        real_describe_instances = EC2Response.describe_instances
 
         def get_console_output(resp: Any) -> Any:
             instance = resp.ec2_backend.get_instance(resp._get_param("InstanceId"))
@@ -162,11 +167,17 @@ class Hooks:
             hooks.placement.delete(resp.region, resp._get_param("GroupName"))
             return ActionResult({})
 
+        def describe_instances(resp: Any) -> Any:
+            if time.time() < hooks.faults().describe_instances_failing_until:
+                return _UNAVAILABLE, {"status": 503}
+            return real_describe_instances(resp)
+
         def describe_placement_groups(resp: Any) -> Any:
             groups = hooks.placement.describe(resp.region, resp._get_param("GroupNames", []),
                                               resp._filters_from_querystring())
             return ActionResult({"PlacementGroups": groups})
 
+        EC2Response.describe_instances = describe_instances  # type: ignore[method-assign, assignment]  # moto is patched at class level
         EC2Response.get_console_output = get_console_output  # type: ignore[method-assign, assignment]  # moto is patched at class level
         EC2Response.create_placement_group = create_placement_group  # type: ignore[attr-defined]  # moto 5.2 has none
         EC2Response.delete_placement_group = delete_placement_group  # type: ignore[attr-defined]  # moto 5.2 has none
