@@ -1,17 +1,19 @@
 """The pause a lost node costs a run (from the last step before the stop or loss to the first step
-after it), against a warm one-node `up` measured in the same run, and the steps lost, with and
-without a notice. The run is detached: no CLI is alive while its agent recovers it.
+after it), against a warm one-node `up` measured in the same run, and the steps lost, for each of
+--notices (default 120 s, 30 s, and none). The run is detached: no CLI is alive while its agent
+recovers it.
 
---on local (default): node1's namespace and processes vanish mid-run (no notice), or node1 announces
-its end (a notice file in its home, with a deadline --notice seconds away): the agent replaces it
-while the ranks train on.
+--on local (default): node1 announces its end (a notice file in its home, with a deadline that many
+seconds away), or, with no notice, its namespace and processes vanish mid-run.
 --on standin: the EC2 stand-in (started and stopped here; needs root), unscaled latency model (a boot
-takes 20 s). node1 gets a spot interruption with 0 s of notice (reclaimed at once), or with
---notice seconds (default 120): the agent on the master replaces it while the ranks train on.
+takes 20 s): node1 gets a spot interruption with that many seconds of notice; 0 is reclaimed at once.
 
-The times come from the run's own events (events.jsonl on the agent's host).
+Each pause is broken down from the run's own events (events.jsonl on the agent's host) and its
+restart record: `ended` (the last step to the end of the job: the stop and its checkpoint, or, with no
+notice, noticing the loss), `recover` (the agent's replacement and checkpoint restore), `relaunch` (to
+rank 0's `started`: mpirun, python, torch, the model and the rendezvous) and `first step`.
 
-    python benchmarks/bench_recovery.py [--on local|standin] [--steps N] [--save-steps 40] [--notice 120]
+    python benchmarks/bench_recovery.py [--on local|standin] [--steps N] [--save-steps 40] [--notices 120,30,0]
 """
 from __future__ import annotations
 
@@ -34,11 +36,16 @@ from xeoncluster.node.events import RunEvent, read_events  # noqa: E402 - this c
 
 @dataclass
 class Recovery:
-    kind: str  # no-notice | notice
+    notice_seconds: float  # 0: none
     lost_at_step: int
     pause_seconds: float
     lost_steps: int
+    parts: dict[str, float]  # ended, recover, relaunch, first step: they add up to the pause
     restart: dict[str, object]
+
+    @property
+    def kind(self) -> str:
+        return f"{self.notice_seconds:g} s notice" if self.notice_seconds else "no notice"
 
 
 class Cli:
@@ -76,17 +83,17 @@ def standin(*args: str) -> str:
                           text=True, env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
 
 
-def lose(cli: Cli, on: str, cluster: str, run: str, kind: str, notice: float) -> None:
+def lose(cli: Cli, on: str, cluster: str, notice: float) -> None:
     if on == "standin":
-        standin("interrupt", cli.node_id(cluster, "node1"), "0" if kind == "no-notice" else str(notice))
-    elif kind == "no-notice":
+        standin("interrupt", cli.node_id(cluster, "node1"), f"{notice:g}")
+    elif not notice:
         ns = f"xc-{cluster}-node1"
         pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
         subprocess.run(["kill", "-9", *pids], capture_output=True)
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
     else:  # a local node announces its end in its own home (xeoncluster/node/notices.py, node-file)
-        notice = json.dumps({"reason": "benchmark notice", "deadline": time.time() + notice})
-        cli.run("exec", "--name", cluster, "--node", "node1", "--", f"echo '{notice}' > ~/xeoncluster/notice")
+        text = json.dumps({"reason": "benchmark notice", "deadline": time.time() + notice})
+        cli.run("exec", "--name", cluster, "--node", "node1", "--", f"echo '{text}' > ~/xeoncluster/notice")
 
 
 def events(cli: Cli, on: str, cluster: str, run: str) -> list[RunEvent]:
@@ -97,32 +104,36 @@ def events(cli: Cli, on: str, cluster: str, run: str) -> list[RunEvent]:
     return read_events("\n".join(line.split("| ", 1)[1] for line in text.splitlines() if "| " in line))
 
 
-def pause(found: list[RunEvent], lost_at: float) -> float:
-    """From the last step before the stop (or the loss, without a stop) to the first step after."""
+def pause_parts(found: list[RunEvent], lost_at: float, restart: dict[str, Any]) -> dict[str, float]:
+    """From the last step before the stop (or the loss, without a stop) to the first step after, in the
+    parts the events and the restart record mark."""
     restarted = next(i for i, e in enumerate(found) if e.kind == "started" and i > 0 and e.time > lost_at)
     before = [e for e in found[:restarted] if e.kind == "step"]
     stopped = next((e for e in found[:restarted] if e.kind == "stopped"), None)
     last = before[-1].time if stopped is not None else min(lost_at, before[-1].time)
     first = next(e for e in found[restarted:] if e.kind == "step")
-    return first.time - last
+    began, took = float(restart["began_at"]), float(restart["seconds"])
+    return {"ended": began - last, "recover": took, "relaunch": found[restarted].time - began - took,
+            "first step": first.time - found[restarted].time}
 
 
-def measure(cli: Cli, cluster: str, kind: str, args: argparse.Namespace) -> Recovery:
-    run = f"rec-{kind}"
+def measure(cli: Cli, cluster: str, notice: float, args: argparse.Namespace) -> Recovery:
+    run = f"rec-{notice:g}s" if notice else "rec-none"
     cli.out("train", "squad", "--name", cluster, "--demo", "--run", run, "--detach", "--",
             "--max-steps", str(args.steps), "--save-steps", str(args.save_steps))
     while int(cli.record(cluster, run)["step"]) < args.save_steps + args.save_steps // 2:
         time.sleep(1)
     lost_at_step, lost_at = int(cli.record(cluster, run)["step"]), time.time()
-    lose(cli, args.on, cluster, run, kind, args.notice)
+    lose(cli, args.on, cluster, notice)
     while (record := cli.record(cluster, run))["state"] not in ("succeeded", "failed", "cancelled"):
         time.sleep(2)
     if record["state"] != "succeeded":
-        raise SystemExit(f"the {kind} run ended {record['state']}: {record['error']}")
+        raise SystemExit(f"run {run} ended {record['state']}: {record['error']}")
     cli.out("logs", run, "--name", cluster)  # fetches metrics.json
     metrics = json.loads((cli.home / "results" / cluster / run / "metrics.json").read_text())
-    return Recovery(kind, lost_at_step, round(pause(events(cli, args.on, cluster, run), lost_at), 1),
-                    int(metrics["lost_steps"]), metrics["restarts"][0])
+    restart = metrics["restarts"][0]
+    parts = {k: round(v, 1) for k, v in pause_parts(events(cli, args.on, cluster, run), lost_at, restart).items()}
+    return Recovery(notice, lost_at_step, round(sum(parts.values()), 1), int(metrics["lost_steps"]), parts, restart)
 
 
 def recoveries(cli: Cli, args: argparse.Namespace) -> tuple[float, list[Recovery]]:
@@ -132,7 +143,7 @@ def recoveries(cli: Cli, args: argparse.Namespace) -> tuple[float, list[Recovery
     cli.run("down", "--name", "benchwarm")
     cli.run("up", "--name", "benchrec", "--nodes", "2")
     try:
-        return warm_up, [measure(cli, "benchrec", kind, args) for kind in ("no-notice", "notice")]
+        return warm_up, [measure(cli, "benchrec", notice, args) for notice in args.notices]
     finally:
         cli.run("down", "--name", "benchrec", "--force", *(["--purge-images"] if args.on == "standin" else []))
 
@@ -142,8 +153,9 @@ def main() -> None:
     parser.add_argument("--on", choices=("local", "standin"), default="local")
     parser.add_argument("--steps", type=int, help="default 400 (local), 1500 (stand-in: outlasts the notice)")
     parser.add_argument("--save-steps", type=int, default=40)
-    parser.add_argument("--notice", type=float, default=120.0, help="stand-in: seconds of notice before reclaim")
+    parser.add_argument("--notices", default="120,30,0", help="seconds of notice before each loss; 0: none")
     args = parser.parse_args()
+    args.notices = [float(n) for n in args.notices.split(",")]
     args.steps = args.steps or (1500 if args.on == "standin" else 400)
     work = Path(tempfile.mkdtemp(prefix="xc-bench-recovery-"))
     if args.on == "local":
@@ -158,11 +170,17 @@ def main() -> None:
             warm_up, results = recoveries(Cli(work, Path(standin("config").strip()), prefix), args)
         finally:
             standin("stop")
-    print(json.dumps({"on": args.on, "warm_one_node_up_seconds": round(warm_up, 1), "save_steps": args.save_steps,
-                      "notice_seconds": args.notice, "runs": [asdict(r) for r in results]}, indent=2))
-    print(f"{'loss':10} {'pause s':>8} {'vs warm up':>10} {'lost steps':>10}")
+    print(json.dumps({"on": args.on, "cpu": cpu_model(), "warm_one_node_up_seconds": round(warm_up, 1),
+                      "save_steps": args.save_steps, "runs": [asdict(r) for r in results]}, indent=2))
+    print(f"{'loss':14} {'pause s':>8} {'vs warm up':>10} {'lost steps':>10}  ended / recover / relaunch / first step")
     for r in results:
-        print(f"{r.kind:10} {r.pause_seconds:>8.1f} {r.pause_seconds / warm_up:>10.2f} {r.lost_steps:>10}")
+        parts = " / ".join(f"{v:.1f}" for v in r.parts.values())
+        print(f"{r.kind:14} {r.pause_seconds:>8.1f} {r.pause_seconds / warm_up:>10.2f} {r.lost_steps:>10}  {parts}")
+
+
+def cpu_model() -> str:
+    return next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")), "unknown")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ class Recovery:
         self.verdict = ""  # why there is nothing to recover into, when there is not
 
     def run(self, outcome: Outcome) -> Restart | None:
-        started = time.monotonic()
+        started, began_at = time.monotonic(), time.time()
         cluster = self.ctx.state.load()
         if cluster is None or not cluster.ready:
             return None  # `down --force` is taking the cluster away: nothing to recover into
@@ -54,7 +54,8 @@ class Recovery:
         stopped = outcome.last("stopped")
         lost_steps = 0 if stopped is not None and stopped.step == step else max(0, last - (step or 0))
         return Restart(node=names, reason="; ".join(why for _, why in lost), from_step=step,
-                       seconds=time.monotonic() - started, lost_steps=lost_steps, replacement=", ".join(swapped))
+                       seconds=time.monotonic() - started, lost_steps=lost_steps, replacement=", ".join(swapped),
+                       began_at=began_at)
 
     def _replace(self, cluster: ClusterRecord, lost: list[tuple[Node, str]],
                  ready: dict[str, Node | None]) -> tuple[int | None, list[str]]:
