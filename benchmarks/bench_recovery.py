@@ -31,6 +31,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 SUBNET = "10.216.0.0/24"
 sys.path.insert(0, str(REPO))
+from standin_account import create_boundary  # noqa: E402 - beside this script
+
 from xeoncluster.node.events import RunEvent, read_events  # noqa: E402 - this checkout's, whether installed or not
 
 
@@ -166,6 +168,7 @@ def main() -> None:
         standin("stop")
         standin("start")
         try:
+            create_boundary(work)
             prefix = [sys.executable, "-P", "-m", "xeoncluster.standin", "run", "--"]
             warm_up, results = recoveries(Cli(work, Path(standin("config").strip()), prefix), args)
         finally:

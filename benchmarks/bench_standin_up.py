@@ -27,6 +27,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 STANDIN = REPO / "scripts" / "aws-standin.sh"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from standin_account import create_boundary  # noqa: E402 - beside this script
+
 STEP = re.compile(r"^==> (.+)$")
 DONE = re.compile(r"^\s+done \((\d+\.\d+)s\)$")
 
@@ -116,6 +119,7 @@ def main() -> None:
     standin("stop")
     standin("start", "--scale", str(args.scale))
     try:
+        create_boundary(home)
         config = Path(standin("config").strip())
         runs = [run for strategy in args.strategies for run in measure(home, config, strategy, args.nodes)]
     finally:

@@ -155,10 +155,12 @@ class UpSteps:
             # Every node starts from the base and is configured at once; the image is only for later ups.
             steps += [*workers, ("configure nodes (playbooks)", self.configure),
                       ("start baking the image in the background", self.bake_in_background), *grow]
+        elif self.image.action is ImageAction.NONE:
+            steps += [*workers, ("configure nodes (playbooks)", self.configure)]
         else:
             steps += [("configure nodes (playbooks)", self.configure)] if self.image.runs_playbooks else []
             steps += [("bake image", self.bake), *grow] if self.image.action is ImageAction.BAKE else []
-            steps += workers if self.image.action is not ImageAction.NONE else []
+            steps += workers
         steps.append(("write ssh config and hostfile on the master", self.write_files))
         # Itself included: this proves the key, config and pinned keys written on the master work,
         # which matters even on one node (Hydra falls back to ssh when it can't tell a host is local).
@@ -169,7 +171,7 @@ class UpSteps:
     def _launch_together(self) -> bool:
         """No playbook runs between the master's launch and the workers' (the image is ready, or every
         node is configured at once): they boot at the same time, where the provider can."""
-        ready = self.image.action in (ImageAction.REUSE, ImageAction.GIVEN) or self._in_background()
+        ready = self.image.action in (ImageAction.REUSE, ImageAction.GIVEN, ImageAction.NONE) or self._in_background()
         return self.ctx.config.nodes > 1 and ready and self.ctx.provider.launches_together(self.ctx.config)
 
     def _in_background(self) -> bool:
@@ -199,10 +201,10 @@ class UpSteps:
         self._record_image(self.image.image)
 
     def launch_master(self) -> None:
-        count = self.ctx.config.nodes if self.image.action is ImageAction.NONE else 1
         # A snapshot can't be restored onto a smaller disk: bake from a small one, grow it afterwards.
         root = self.ctx.provider.bake_root_gib if self._grown_root() else None
-        nodes = self.ctx.provider.launch(self.ctx.config, count, self.image.image, "master", 0, self.network,
+        # One node only: the role (and on AWS the master's instance profile) goes to node0 alone.
+        nodes = self.ctx.provider.launch(self.ctx.config, 1, self.image.image, "master", 0, self.network,
                                          root_gib=root)
         add_nodes(self.ctx, self.record, nodes, self.shell)
 
