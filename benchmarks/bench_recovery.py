@@ -3,10 +3,12 @@ after it), against a warm one-node `up` measured in the same run, and the steps 
 --notices (default 120 s, 30 s, and none). The run is detached: no CLI is alive while its agent
 recovers it.
 
---on local (default): node1 announces its end (a notice file in its home, with a deadline that many
+The worker is lost each time (node1 first, then the node that replaced it).
+
+--on local (default): the worker announces its end (a notice file in its home, with a deadline that many
 seconds away), or, with no notice, its namespace and processes vanish mid-run.
 --on standin: the EC2 stand-in (started and stopped here; needs root), unscaled latency model (a boot
-takes 20 s): node1 gets a spot interruption with that many seconds of notice; 0 is reclaimed at once.
+takes 20 s): the worker gets a spot interruption with that many seconds of notice; 0 is reclaimed at once.
 
 Each pause is broken down from the run's own events (events.jsonl on the agent's host) and its
 restart record: `ended` (the last step to the end of the job: the stop and its checkpoint, or, with no
@@ -75,9 +77,12 @@ class Cli:
     def record(self, cluster: str, run: str) -> dict[str, Any]:
         return next(r for r in json.loads(self.out("runs", "--name", cluster, "--json")) if r["run"] == run)
 
-    def node_id(self, cluster: str, node: str) -> str:
+    def worker(self, cluster: str) -> tuple[str, str]:
+        """The worker's name and id, as this machine's state knows them now (the CLI refreshes it)."""
+        self.out("status", "--name", cluster)
         state = json.loads((self.home / "clusters" / cluster / "state.json").read_text())
-        return str(next(n["id"] for n in state["nodes"] if n["name"] == node))
+        node = next(n for n in state["nodes"] if n["role"] == "worker")
+        return str(node["name"]), str(node["id"])
 
 
 def standin(*args: str) -> str:
@@ -86,16 +91,17 @@ def standin(*args: str) -> str:
 
 
 def lose(cli: Cli, on: str, cluster: str, notice: float) -> None:
+    name, instance = cli.worker(cluster)
     if on == "standin":
-        standin("interrupt", cli.node_id(cluster, "node1"), f"{notice:g}")
+        standin("interrupt", instance, f"{notice:g}")
     elif not notice:
-        ns = f"xc-{cluster}-node1"
+        ns = f"xc-{cluster}-{name}"
         pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
         subprocess.run(["kill", "-9", *pids], capture_output=True)
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
     else:  # a local node announces its end in its own home (xeoncluster/node/notices.py, node-file)
         text = json.dumps({"reason": "benchmark notice", "deadline": time.time() + notice})
-        cli.run("exec", "--name", cluster, "--node", "node1", "--", f"echo '{text}' > ~/xeoncluster/notice")
+        cli.run("exec", "--name", cluster, "--node", name, "--", f"echo '{text}' > ~/xeoncluster/notice")
 
 
 def events(cli: Cli, on: str, cluster: str, run: str) -> list[RunEvent]:
@@ -135,13 +141,16 @@ def measure(cli: Cli, cluster: str, notice: float, args: argparse.Namespace) -> 
     metrics = json.loads((cli.home / "results" / cluster / run / "metrics.json").read_text())
     restart = metrics["restarts"][0]
     parts = {k: round(v, 1) for k, v in pause_parts(events(cli, args.on, cluster, run), lost_at, restart).items()}
-    return Recovery(notice, lost_at_step, round(sum(parts.values()), 1), int(metrics["lost_steps"]), parts, restart)
+    found = Recovery(notice, lost_at_step, round(sum(parts.values()), 1), int(metrics["lost_steps"]), parts, restart)
+    print(f"measured: {json.dumps(asdict(found))}", file=sys.stderr, flush=True)  # kept if a later one fails
+    return found
 
 
 def recoveries(cli: Cli, args: argparse.Namespace) -> tuple[float, list[Recovery]]:
     cli.run("up", "--name", "benchwarm", "--nodes", "1")  # bakes the image once if needed
     cli.run("down", "--name", "benchwarm")
     warm_up = cli.run("up", "--name", "benchwarm", "--nodes", "1")
+    print(f"measured: warm one-node up {warm_up:.1f}s", file=sys.stderr, flush=True)
     cli.run("down", "--name", "benchwarm")
     cli.run("up", "--name", "benchrec", "--nodes", "2")
     try:
