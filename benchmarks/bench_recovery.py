@@ -112,13 +112,12 @@ def events(cli: Cli, on: str, cluster: str, run: str) -> list[RunEvent]:
     return read_events("\n".join(line.split("| ", 1)[1] for line in text.splitlines() if "| " in line))
 
 
-def pause_parts(found: list[RunEvent], lost_at: float, restart: dict[str, Any]) -> dict[str, float]:
-    """From the last step before the stop (or the loss, without a stop) to the first step after, in the
-    parts the events and the restart record mark."""
+def pause_parts(found: list[RunEvent], lost_at: float, restart: dict[str, Any], notice: float) -> dict[str, float]:
+    """From the last step before the stop (or the loss, without a notice) to the first step after, in
+    the parts the events and the restart record mark."""
     restarted = next(i for i, e in enumerate(found) if e.kind == "started" and i > 0 and e.time > lost_at)
     before = [e for e in found[:restarted] if e.kind == "step"]
-    stopped = next((e for e in found[:restarted] if e.kind == "stopped"), None)
-    last = before[-1].time if stopped is not None else min(lost_at, before[-1].time)
+    last = before[-1].time if notice else min(lost_at, before[-1].time)
     first = next(e for e in found[restarted:] if e.kind == "step")
     began, took = float(restart["began_at"]), float(restart["seconds"])
     return {"ended": began - last, "recover": took, "relaunch": found[restarted].time - began - took,
@@ -140,7 +139,11 @@ def measure(cli: Cli, cluster: str, notice: float, args: argparse.Namespace) -> 
     cli.out("logs", run, "--name", cluster)  # fetches metrics.json
     metrics = json.loads((cli.home / "results" / cluster / run / "metrics.json").read_text())
     restart = metrics["restarts"][0]
-    parts = {k: round(v, 1) for k, v in pause_parts(events(cli, args.on, cluster, run), lost_at, restart).items()}
+    found_events = events(cli, args.on, cluster, run)
+    kept = cli.home / f"{run}.events.jsonl"  # the raw timeline, to look into a pause again
+    kept.write_text("".join(e.to_json() + "\n" for e in found_events))
+    print(f"events of {run} (loss at {lost_at:.1f}): {kept}", file=sys.stderr, flush=True)
+    parts = {k: round(v, 1) for k, v in pause_parts(found_events, lost_at, restart, notice).items()}
     found = Recovery(notice, lost_at_step, round(sum(parts.values()), 1), int(metrics["lost_steps"]), parts, restart)
     print(f"measured: {json.dumps(asdict(found))}", file=sys.stderr, flush=True)  # kept if a later one fails
     return found

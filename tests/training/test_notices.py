@@ -116,6 +116,23 @@ def test_under_the_agent_a_notice_is_reported_and_training_goes_on_until_the_dea
     watcher.stop()
 
 
+def test_a_slow_save_widens_the_reserve_before_a_deadline(printed: list[str]) -> None:
+    """The ranks stop early enough for the step in flight and the checkpoint: two saves' worth when
+    a save takes longer than the margin allows for."""
+    watcher = watch("report")
+    stop = StopOnNotice(watcher)
+    assert not step_end(stop, 1).should_training_stop
+    watcher.deadline = (time.time() + 8, "spot interruption notice")  # outside the 5 s margin
+    assert not step_end(stop, 2).should_training_stop
+    stop._last_end = time.time() - 3  # the checkpoint of step 2 took 3 s: 6 s of reserve, then 8
+    stop.on_save(None, None, None)
+    assert watcher.should_stop(time.time(), 0.0, stop._save_seconds) is None
+    stop._save_seconds = 4.5
+    control = step_end(stop, 3)
+    assert control.should_training_stop and stop.stopped_at == 3
+    watcher.stop()
+
+
 def test_the_stop_file_stops_at_the_next_step_and_without_an_agent_so_does_a_notice(
         tmp_path: Path, printed: list[str]) -> None:
     stop_file = tmp_path / "stop"

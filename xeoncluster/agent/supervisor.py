@@ -308,8 +308,8 @@ class Supervisor:
             self.update(stalls=self.record.stalls + 1)
         self.verdict = recovery.verdict
         self.noticed, self.replacements = {}, {}
-        if restart is not None:
-            self._price_nodes()
+        if restart is not None:  # prices are estimates: asked beside the relaunch, not before it
+            threading.Thread(target=self._price_nodes, name="xc-price-nodes", daemon=True).start()
         return restart
 
     def _prepare_again(self, shell: NodeShell, plan: LaunchPlan) -> LaunchPlan:

@@ -31,8 +31,9 @@ from xeoncluster.node.rank_env import XC_NOTICE_INTERVAL, XC_NOTICE_MARGIN, XC_N
 
 Policy = Literal["report", "stop"]
 # Seconds before a node's announced end by which the ranks stop, at the least: time for the step in
-# flight and the checkpoint (three steps' worth when steps are slower than that).
-DEFAULT_MARGIN = 20.0
+# flight and the checkpoint. Slower steps or saves widen it (three steps and two saves' worth); every
+# second of it is a second the run stands still when a notice is shorter than a replacement's boot.
+DEFAULT_MARGIN = 10.0
 
 
 @dataclass(frozen=True)
@@ -69,10 +70,11 @@ class NoticeWatcher:
     def stop(self) -> None:
         self._done.set()
 
-    def should_stop(self, now: float, step_seconds: float) -> str | None:
+    def should_stop(self, now: float, step_seconds: float, save_seconds: float = 0.0) -> str | None:
         if self.stop_reason is not None:
             return self.stop_reason
-        if self.deadline is not None and now > self.deadline[0] - max(self.settings.margin, 3 * step_seconds):
+        reserve = max(self.settings.margin, 3 * step_seconds + 2 * save_seconds)
+        if self.deadline is not None and now > self.deadline[0] - reserve:
             return f"{self.deadline[1]}: its deadline is close"
         return None
 
@@ -102,18 +104,25 @@ class StopOnNotice(TrainerCallback):
         self.reason: str | None = None
         self._last_end: float | None = None
         self._step_seconds = 0.0
+        self._save_seconds = 0.0
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         now = time.time()
         if self._last_end is not None:
             self._step_seconds = now - self._last_end
         self._last_end = now
-        reason = self.watcher.should_stop(now, self._step_seconds)
+        reason = self.watcher.should_stop(now, self._step_seconds, self._save_seconds)
         if self.stopped_at is None and _any_rank(reason is not None):
             self.stopped_at = state.global_step
             self.reason = reason or "asked to stop by another rank"
             control.should_save = True
             control.should_training_stop = True
+        return control
+
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if self._last_end is not None:  # the Trainer saves right after the step's end
+            self._save_seconds = max(self._save_seconds, time.time() - self._last_end)
         return control
 
 

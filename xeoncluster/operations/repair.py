@@ -39,7 +39,7 @@ def health(ctx: CommandContext, record: ClusterRecord, shell: NodeShell) -> list
     """Each recorded node: alive if the provider still has it running and it answers over SSH. When the
     provider does not answer, SSH alone decides: a node that answers is never taken for lost."""
     try:
-        live = {n.name: n for n in ctx.provider.nodes(ctx.config)}
+        live = {n.name: n for n in ctx.provider.nodes(ctx.config, priced=False)}
     except XeonClusterError as exc:
         return [_by_ssh_only(shell, node, exc) for node in record.node_list()]
     result = []
