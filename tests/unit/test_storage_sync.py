@@ -174,3 +174,18 @@ def test_an_upload_that_hangs_is_reported_with_the_agent_s_stacks(tmp_path: Path
     assert sync.close(10) and sync.durable == 10
     assert reports == ["storing checkpoint-10 has taken over 0s so far; the agent's log has its threads' stacks"]
     assert "in put_file" in capfd.readouterr().err  # the hanging call, named in the dumped stacks
+
+
+def test_a_checkpoint_rotated_away_before_its_turn_is_skipped_not_retried(tmp_path: Path) -> None:
+    """Behind a slow upload the Trainer may delete a queued checkpoint (it keeps the newest two).
+    Retrying it cannot work, and its waits made every later one late too, until none was stored."""
+    run_dir = run_folder(tmp_path, (10, 20))
+    sync, storage, reports = sync_for(tmp_path, run_dir)
+    import shutil
+
+    shutil.rmtree(run_dir / "checkpoint-10")
+    sync.checkpoint(10)
+    sync.checkpoint(20)
+    assert sync.close(30)
+    assert durable_steps(storage, "c1/runs/r1") == [20] and sync.failures == 0
+    assert reports == ["checkpoint-10 was replaced by a newer one before it could be stored; skipped"], reports

@@ -26,7 +26,8 @@ FETCHED = "xc-storage-"  # the local copy of what was fetched over SSH, removed 
 
 class CheckpointSource(Protocol):
     def snapshot(self, step: int) -> Path:
-        """A local folder holding checkpoint-STEP's files, stable until released."""
+        """A local folder holding checkpoint-STEP's files, stable until released; a folder that does not
+        exist when the checkpoint is gone (the Trainer keeps only the newest)."""
 
     def results(self, names: tuple[str, ...] | None, with_model: bool = True) -> Path:
         """A local folder with those of `names` the run wrote (None: all its output), and model/ if any
@@ -46,8 +47,13 @@ class OnMaster:
         target = self.run_dir / STAGING / f"checkpoint-{step}"
         shutil.rmtree(target, ignore_errors=True)
         target.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["cp", "-al", str(self.run_dir / f"checkpoint-{step}"), str(target)], check=True,
-                       capture_output=True)
+        source = self.run_dir / f"checkpoint-{step}"
+        copied = subprocess.run(["cp", "-al", str(source), str(target)], capture_output=True, text=True)
+        if copied.returncode != 0:
+            shutil.rmtree(target, ignore_errors=True)
+            if not source.is_dir():  # rotated away by the Trainer while older uploads were still going
+                return target
+            raise OSError(f"could not snapshot {source}: {copied.stderr.strip()}")
         return target
 
     def results(self, names: tuple[str, ...] | None, with_model: bool = True) -> Path:

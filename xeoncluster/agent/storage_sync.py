@@ -93,6 +93,10 @@ class StorageSync:
 
     def _checkpoint(self, step: int) -> None:
         local = self.source.snapshot(step)
+        if not local.is_dir():
+            # Retrying cannot bring it back, and every retry's wait would let the next ones go too.
+            self.report(f"checkpoint-{step} was replaced by a newer one before it could be stored; skipped")
+            return
         try:
             files = {str(p.relative_to(local)): p.stat().st_size for p in sorted(local.rglob("*")) if p.is_file()}
             prefix = f"{self.base}/checkpoints/checkpoint-{step}"
