@@ -87,3 +87,59 @@ def test_bf16_hook_runs_on_gloo_and_rounds_gradients_to_bf16(monkeypatch: pytest
     finally:
         dist.destroy_process_group()
         os.environ.pop("MASTER_PORT", None)
+
+
+@pytest.fixture
+def one_rank_group(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    import torch.distributed as dist
+
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+    os.environ.pop("MASTER_PORT", None)
+
+
+def test_exchange_clock_records_every_bucket_of_a_step_and_leaves_gradients_alone(one_rank_group: None) -> None:
+    import torch
+
+    from xeoncluster.node.exchange_clock import ExchangeClock
+    from xeoncluster.node.grad_exchange import PowerSgd, exchange_hook
+
+    torch.manual_seed(0)
+    model, reference = torch.nn.Linear(64, 8), torch.nn.Linear(64, 8)
+    reference.load_state_dict(model.state_dict())
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    clock = ExchangeClock(bytes_per_element=4)
+    state, hook = exchange_hook("fp32", PowerSgd())
+    ddp.register_comm_hook(state=state, hook=clock.timed(hook))
+    x = torch.randn(16, 64)
+    for _ in range(2):
+        ddp(x).pow(2).sum().backward()
+        clock.close_step()
+    reference(x).pow(2).sum().backward()
+    assert len(clock.steps) == 2
+    for buckets in clock.steps:
+        assert sum(size for _, _, size in buckets) == 4 * (64 * 8 + 8)
+        assert all(launched <= completed for launched, completed, _ in buckets)
+    assert torch.equal(model.weight.grad, 2 * reference.weight.grad)  # two backward passes accumulated
+
+
+def test_powersgd_compresses_from_its_start_step_on_gloo(one_rank_group: None) -> None:
+    import torch
+
+    from xeoncluster.node.grad_exchange import PowerSgd, exchange_hook
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(256, 128, bias=False)
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    state, hook = exchange_hook("powersgd", PowerSgd(rank=1, start_step=2))
+    ddp.register_comm_hook(state=state, hook=hook)
+    ranks = []
+    for _ in range(3):
+        model.zero_grad()
+        ddp(torch.randn(32, 256)).pow(2).sum().backward()
+        ranks.append(int(torch.linalg.matrix_rank(model.weight.grad)))
+    assert ranks[:2] == [32, 32]  # plain all-reduce before start_step: the batch's 32 samples
+    assert ranks[2] == 1

@@ -5,15 +5,22 @@ The Trainer builds accelerate's `DistributedDataParallelKwargs` from four Traini
 `gradient_as_bucket_view` and a communication hook are not among them. accelerate wraps the model
 in `prepare_model` with `accelerator.ddp_handler.to_kwargs()` and then calls
 `accelerator.ddp_handler.register_comm_hook(model)`, so `tune_trainer` swaps that handler for one
-that carries the two extra settings, before `train()` wraps the model.
+that carries the extra settings, before `train()` wraps the model.
+
+`--grad-comm powersgd` (opt-in, never picked by `auto`) compresses each gradient matrix to a low
+rank with torch's PowerSGD hook: fewer bytes on the wire, more arithmetic on the ranks, and a
+different result (see docs/benchmarks.md for what it did to MiniLM's loss and speed here).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
-GRAD_COMMS = ("fp32", "bf16")
+from xeoncluster.node.exchange_clock import ExchangeClock, clock_callback
+
+GRAD_COMMS = ("fp32", "bf16", "powersgd")
 # `--grad-comm auto` (the default): gradients travel in the precision the run computes in. A bf16
 # run's gradients come out of bf16 matmuls already, so rounding the averaged gradient to bf16 costs
 # it nothing it has not accepted, and halves the bytes; an fp32 run keeps an exact fp32 exchange.
@@ -41,6 +48,17 @@ def resolve_grad_comm(grad_comm: str, precision: str) -> str:
     if grad_comm != AUTO:
         return grad_comm
     return "bf16" if precision == "bf16" else "fp32"
+
+
+@dataclasses.dataclass(frozen=True)
+class PowerSgd:
+    """PowerSGD's settings: the rank each gradient matrix is compressed to, and the first compressed step.
+
+    Steps before `start_step` exchange plain fp32 gradients (PowerSGD's warm-up; torch requires > 1).
+    """
+
+    rank: int = 4
+    start_step: int = 10
 
 
 def bf16_gloo_hook(process_group, bucket):  # type: ignore[no-untyped-def]  # DDP refuses string annotations on a hook
@@ -78,7 +96,28 @@ def no_exchange_hook(process_group, bucket):  # type: ignore[no-untyped-def]  # 
     return future
 
 
-def tuned_ddp_handler(base: Any, grad_comm: str, bucket_view: bool) -> Any:
+def exchange_hook(grad_comm: str, powersgd: PowerSgd) -> tuple[Any, Callable[[Any, Any], Any]]:
+    """(state, hook) for DDP's `register_comm_hook`: how buckets travel for `grad_comm`."""
+    if grad_comm == "bf16":
+        return None, bf16_gloo_hook
+    if grad_comm == NO_EXCHANGE:
+        return None, no_exchange_hook
+    if grad_comm == "powersgd":
+        from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+
+        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=powersgd.rank,
+                                            start_powerSGD_iter=powersgd.start_step)
+        return state, powerSGD_hook.powerSGD_hook
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    return None, default_hooks.allreduce_hook
+
+
+WIRE_BYTES = {"fp32": 4, "bf16": 2, NO_EXCHANGE: 0}
+
+
+def tuned_ddp_handler(base: Any, grad_comm: str, bucket_view: bool, clock: ExchangeClock | None = None,
+                      powersgd: PowerSgd | None = None) -> Any:
     """A copy of accelerate's DistributedDataParallelKwargs `base` with bucket views and our hook."""
     from accelerate.utils import DistributedDataParallelKwargs
 
@@ -91,12 +130,11 @@ def tuned_ddp_handler(base: Any, grad_comm: str, bucket_view: bool) -> Any:
             return super().to_dict(ignore_keys=ignore_keys)
 
         def register_comm_hook(self, model: Any) -> None:
-            if self.grad_comm == "bf16":
-                model.register_comm_hook(state=None, hook=bf16_gloo_hook)
-            elif self.grad_comm == NO_EXCHANGE:
-                model.register_comm_hook(state=None, hook=no_exchange_hook)
-            else:
-                super().register_comm_hook(model)
+            if self.grad_comm == "fp32" and clock is None:
+                super().register_comm_hook(model)  # DDP's own all-reduce
+                return
+            state, hook = exchange_hook(self.grad_comm, powersgd or PowerSgd())
+            model.register_comm_hook(state=state, hook=clock.timed(hook) if clock else hook)
 
     fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(DistributedDataParallelKwargs)}
     fields["gradient_as_bucket_view"] = bucket_view
@@ -112,14 +150,20 @@ def tune_trainer(trainer: Any, grad_comm: str, bucket_view: bool) -> None:
         from accelerate.utils import DistributedDataParallelKwargs
 
         accelerator.ddp_handler = DistributedDataParallelKwargs()
-    accelerator.ddp_handler = tuned_ddp_handler(accelerator.ddp_handler, grad_comm, bucket_view)
+    args = trainer.args
+    clock = None
+    if getattr(args, "ddp_exchange_clock", False):
+        clock = ExchangeClock(WIRE_BYTES.get(grad_comm))
+        trainer.add_callback(clock_callback(clock))
+    powersgd = PowerSgd(getattr(args, "ddp_powersgd_rank", PowerSgd.rank),
+                        getattr(args, "ddp_powersgd_start_step", PowerSgd.start_step))
+    accelerator.ddp_handler = tuned_ddp_handler(accelerator.ddp_handler, grad_comm, bucket_view, clock, powersgd)
 
 
 def describe(args: Any, grad_comm: str, bucket_view: bool) -> str:
     """One line for the log: what the gradient exchange does in this run."""
     bucket = args.ddp_bucket_cap_mb if args.ddp_bucket_cap_mb is not None else 25
-    exchange = "no gradient exchange (benchmark only)" if grad_comm == NO_EXCHANGE else f"{grad_comm} gradients"
-    parts = [exchange, f"{bucket} MB buckets"]
+    parts = [_exchange_words(args, grad_comm), f"{bucket} MB buckets"]
     if bucket_view:
         parts.append("bucket views")
     if args.ddp_static_graph:
@@ -128,6 +172,13 @@ def describe(args: Any, grad_comm: str, bucket_view: bool) -> str:
         parts.append("find unused parameters")
     return "ddp: " + ", ".join(parts)
 
+
+def _exchange_words(args: Any, grad_comm: str) -> str:
+    if grad_comm == NO_EXCHANGE:
+        return "no gradient exchange (benchmark only)"
+    if grad_comm == "powersgd":
+        return f"powersgd gradients (rank {args.ddp_powersgd_rank} from step {args.ddp_powersgd_start_step})"
+    return f"{grad_comm} gradients"
 
 
 def log_callback() -> Any:

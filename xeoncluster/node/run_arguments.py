@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from transformers import TrainingArguments
 
 from xeoncluster.node.async_save import DEFAULT_ASYNC_SAVE
-from xeoncluster.node.grad_exchange import DEFAULT_BUCKET_VIEW, GRAD_COMMS, NO_EXCHANGE
+from xeoncluster.node.grad_exchange import DEFAULT_BUCKET_VIEW, GRAD_COMMS, NO_EXCHANGE, PowerSgd
 
 
 @dataclass
@@ -31,4 +31,17 @@ class RunTrainingArguments(TrainingArguments):
         default=DEFAULT_ASYNC_SAVE,
         metadata={"help": "checkpoints: the step copies the state in memory, a background thread writes the files "
                           "(set from --async-save)"},
+    )
+    ddp_powersgd_rank: int = field(
+        default=PowerSgd.rank,
+        metadata={"help": "with --grad-comm powersgd: the rank each gradient matrix is compressed to"},
+    )
+    ddp_powersgd_start_step: int = field(
+        default=PowerSgd.start_step,
+        metadata={"help": "with --grad-comm powersgd: steps before it exchange plain fp32 gradients (> 1)"},
+    )
+    ddp_exchange_clock: bool = field(
+        default=False,
+        metadata={"help": "benchmarks: every rank writes each gradient bucket's all-reduce launch and "
+                  "completion times to exchange_times.rank<N>.json"},
     )
