@@ -1,5 +1,6 @@
 """A notice stops training cleanly: every rank stops after the same step, a checkpoint of that step is
-saved, and resuming from it continues the loss curve an uninterrupted run has (2 real MPI ranks).
+saved, and resuming from it continues the loss curve an uninterrupted run has (2 real MPI ranks), with
+checkpoints written in the step or in the background (--async-save: the ranks exit only once it is written).
 
 Dropout stays on: the resumed ranks must get back their own RNG states, which every node's checkpoint
 holds for every rank (node_checkpoint.SharedRngStates)."""
@@ -13,6 +14,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
+
+from xeoncluster.node.checkpoints import is_complete
+from xeoncluster.node.events import parse_line
 
 from .test_ddp_equivalence import _free_port
 from .training_helpers import REPO, offline_env
@@ -21,14 +26,14 @@ STEPS = 14
 EXIT_INTERRUPTED = 75
 
 
-def _command(demo_dir: Path, out: Path, resume: bool) -> list[str]:
+def _command(demo_dir: Path, out: Path, resume: bool, save: str = "--no-async-save") -> list[str]:
     mpiexec = Path(sys.executable).parent / "mpiexec.hydra"
     return [str(mpiexec), "-n", "2", sys.executable, "-m", "xeoncluster.node", "squad",
             "--model", str(demo_dir / "model"), "--train-file", str(demo_dir / "squad" / "train.json"),
             "--output-dir", str(out), "--cache-dir", str(out.parent / f"{out.name}-cache"),
             "--max-train-samples", "64", "--max-seq-length", "64", "--doc-stride", "24",
             "--batch-size", "4", "--max-steps", str(STEPS), "--save-steps", "1000", "--seed", "0",
-            "--precision", "fp32", "--no-eval-before", "--logging_steps", "1", *(["--resume"] if resume else [])]
+            "--precision", "fp32", "--no-eval-before", "--logging_steps", "1", save, *(["--resume"] if resume else [])]
 
 
 def _env(stop_file: Path) -> dict[str, str]:
@@ -48,14 +53,21 @@ def _step(out: Path) -> int:
         return 0
 
 
-def test_a_notice_checkpoints_the_current_step_and_resume_continues_exactly(demo_dir: Path, tmp_path: Path) -> None:
-    plain = subprocess.run(_command(demo_dir, tmp_path / "plain", False), cwd=REPO, env=_env(tmp_path / "never"),
+@pytest.fixture(scope="module")
+def uninterrupted(demo_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[int, float]:
+    root = tmp_path_factory.mktemp("plain")
+    plain = subprocess.run(_command(demo_dir, root / "plain", False), cwd=REPO, env=_env(root / "never"),
                            capture_output=True, text=True, timeout=300)
     assert plain.returncode == 0, plain.stdout[-3000:] + plain.stderr[-3000:]
+    return _losses(root / "plain")
 
+
+@pytest.mark.parametrize("save", ["--no-async-save", "--async-save"])
+def test_a_notice_checkpoints_the_current_step_and_resume_continues_exactly(
+        demo_dir: Path, tmp_path: Path, uninterrupted: dict[int, float], save: str) -> None:
     out, stop = tmp_path / "stopped", tmp_path / "stop-request"
-    first = subprocess.Popen(_command(demo_dir, out, False), cwd=REPO, env=_env(stop), stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
+    first = subprocess.Popen(_command(demo_dir, out, False, save), cwd=REPO, env=_env(stop),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 240
     while _step(out) < 4 and first.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -67,16 +79,19 @@ def test_a_notice_checkpoints_the_current_step_and_resume_continues_exactly(demo
     assert 4 <= noticed_at <= stopped < STEPS, output[-2000:]
     assert _step(out) - stopped <= 1  # steps done after the checkpoint: lost to the interruption
     checkpoint = out / f"checkpoint-{stopped}"
+    assert is_complete(checkpoint)
     assert {p.name for p in checkpoint.glob("rng_state_*.pth")} == {"rng_state_0.pth", "rng_state_1.pth"}
+    reported = [(e.kind, e.step) for e in map(parse_line, output.splitlines()) if e and e.kind != "step"]
+    assert reported[-2:] == [("checkpoint", stopped), ("stopped", stopped)]  # the agent stores it, then stops
     assert not (out / "metrics.json").exists()
 
     stop.unlink()
-    resumed = subprocess.run(_command(demo_dir, out, True), cwd=REPO, env=_env(stop), capture_output=True,
+    resumed = subprocess.run(_command(demo_dir, out, True, save), cwd=REPO, env=_env(stop), capture_output=True,
                              text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert f"resuming from {checkpoint}" in resumed.stdout
     after = _losses(out)
-    expected = _losses(tmp_path / "plain")
+    expected = uninterrupted
     steps = sorted(s for s in after if s > stopped)
     assert steps and steps[-1] == STEPS
     np.testing.assert_allclose([after[s] for s in steps], [expected[s] for s in steps], rtol=1e-3)

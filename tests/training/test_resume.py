@@ -1,4 +1,5 @@
-"""A run killed with SIGKILL after its first checkpoint continues from it with --resume."""
+"""A run killed with SIGKILL after its first checkpoint continues from it with --resume, whether its
+checkpoints are written in the step or in the background (a write the kill cuts short is skipped)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,15 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from .training_helpers import REPO, offline_env
 
 TOTAL_STEPS = 120
 SAVE_STEPS = 10
 
 
-def _command(demo_dir: Path, out: Path, resume: bool) -> list[str]:
+def _command(demo_dir: Path, out: Path, resume: bool, save: str) -> list[str]:
     return [
         sys.executable, "-m", "xeoncluster.node", "squad",
         "--demo", str(demo_dir),
@@ -28,6 +31,7 @@ def _command(demo_dir: Path, out: Path, resume: bool) -> list[str]:
         "--batch-size", "8",
         "--max-steps", str(TOTAL_STEPS),
         "--save-steps", str(SAVE_STEPS),
+        save,
         *(["--resume"] if resume else []),
     ]
 
@@ -46,10 +50,11 @@ def _wait_for_first_checkpoint(process: subprocess.Popen, out: Path, timeout: fl
         time.sleep(0.05)
 
 
-def test_sigkill_then_resume_continues_from_the_checkpoint(demo_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("save", ["--no-async-save", "--async-save"])
+def test_sigkill_then_resume_continues_from_the_checkpoint(demo_dir: Path, tmp_path: Path, save: str) -> None:
     out = tmp_path / "run"
     first = subprocess.Popen(
-        _command(demo_dir, out, resume=False), cwd=REPO, env=offline_env(),
+        _command(demo_dir, out, resume=False, save=save), cwd=REPO, env=offline_env(),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
     try:
@@ -62,7 +67,7 @@ def test_sigkill_then_resume_continues_from_the_checkpoint(demo_dir: Path, tmp_p
     assert checkpoint < TOTAL_STEPS
 
     second = subprocess.run(
-        _command(demo_dir, out, resume=True), cwd=REPO, env=offline_env(),
+        _command(demo_dir, out, resume=True, save=save), cwd=REPO, env=offline_env(),
         capture_output=True, text=True, timeout=200,
     )
     assert second.returncode == 0, second.stderr[-3000:]

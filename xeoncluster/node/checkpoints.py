@@ -4,25 +4,51 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from pathlib import Path
 
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)")
 _STATE = "trainer_state.json"
 _WEIGHTS = "model.safetensors"
+# The files whose presence makes a checkpoint complete; whoever writes one writes them last.
+MARKERS = (_WEIGHTS, _STATE)
+
+
+def is_complete(checkpoint: Path) -> bool:
+    return all((checkpoint / name).is_file() for name in MARKERS)
+
+
+def _numbered(output_dir: Path) -> list[tuple[int, Path]]:
+    return sorted((int(match.group(1)), path) for path in output_dir.iterdir()
+                  if (match := _CHECKPOINT.fullmatch(path.name)) and path.is_dir())
 
 
 def last_complete_checkpoint(output_dir: Path) -> Path | None:
     """The highest checkpoint-N that holds both trainer_state.json and the weights. Rank 0's
-    Trainer writes the state last; other nodes write the weights last (node_checkpoint.py), so
+    Trainer writes the state last; other nodes write the weights last (node_checkpoint.py), and the
+    background writer renames the weights, then the state, last of all (checkpoint_writer.py), so
     either way a checkpoint cut short by a kill is skipped."""
     if not output_dir.is_dir():
         return None
-    candidates = [
-        (int(match.group(1)), path)
-        for path in output_dir.iterdir()
-        if (match := _CHECKPOINT.fullmatch(path.name)) and (path / _STATE).is_file() and (path / _WEIGHTS).is_file()
-    ]
+    candidates = [(step, path) for step, path in _numbered(output_dir) if is_complete(path)]
     return max(candidates)[1] if candidates else None
+
+
+def rotate(output_dir: Path, keep: int | None) -> None:
+    """Keep the newest `keep` complete checkpoints. Unlike the Trainer's own rotation (newest folder
+    first, complete or not), an unfinished folder never counts: it never pushes out a complete one.
+    Unfinished folders older than the oldest kept are dead ends and go too; newer ones are left to be
+    written again when training reaches them."""
+    if keep is None or keep <= 0:
+        return
+    numbered = _numbered(output_dir)
+    complete = [step for step, path in numbered if is_complete(path)]
+    if len(complete) < keep:
+        return
+    oldest_kept = complete[-keep]
+    for step, path in numbered:
+        if step < oldest_kept:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def checkpoint_step(checkpoint: Path) -> int:
@@ -42,7 +68,7 @@ def agreed_checkpoint(output_dir: Path) -> Path | None:
     if step < 0:
         return None
     chosen = output_dir / f"checkpoint-{step}"
-    if not ((chosen / _STATE).is_file() and (chosen / _WEIGHTS).is_file()):
+    if not is_complete(chosen):
         from xeoncluster.node.errors import TrainingError
 
         raise TrainingError(f"checkpoint-{step}, which the other ranks resume from, is missing or incomplete in "

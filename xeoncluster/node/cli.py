@@ -38,6 +38,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--seed", type=int, default=42)
     run.add_argument("--save-steps", type=int, help="checkpoint every N steps (keeps the last 2)")
     run.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
+    run.add_argument(
+        "--async-save",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a save copies the state in memory and the files are written in the background, so the step "
+        "waits only for the copy (default: off)",
+    )
     run.add_argument("--precision", choices=PRECISIONS, help="default auto (demo: fp32)")
     run.add_argument("--stack", choices=STACKS, help="software stack (default: $XC_STACK or stock)")
     run.add_argument("--ddp-backend", choices=BACKENDS, default="auto")

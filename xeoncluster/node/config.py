@@ -57,6 +57,7 @@ class RunConfig:
     max_steps: int = -1
     seed: int = 42
     save_steps: int | None = None
+    async_save: bool | None = None  # None: async_save.DEFAULT_ASYNC_SAVE
     resume: bool = False
     version_2_with_negative: str = "auto"
     stack: str = "stock"
@@ -129,6 +130,7 @@ def from_args(args: Any, trainer_overrides: dict[str, Any]) -> RunConfig:
         max_steps=args.max_steps,
         seed=args.seed,
         save_steps=args.save_steps,
+        async_save=args.async_save,
         resume=args.resume,
         version_2_with_negative=getattr(args, "version_2_with_negative", "auto"),
         stack=args.stack or os.environ.get(XC_STACK) or "stock",

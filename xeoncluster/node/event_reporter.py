@@ -54,8 +54,17 @@ class EventReporter(TrainerCallback):
             self._step(state, None)
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        # A checkpoint written in the background is reported once it is complete (on_checkpoint_written):
+        # the agent stores it as soon as it hears of it.
+        if state.is_world_process_zero and not getattr(args, "async_save", False):
+            self._checkpoint(state, state.global_step)
+
+    def on_checkpoint_written(self, args: Any, state: Any, step: int) -> None:
         if state.is_world_process_zero:
-            emit(RunEvent("checkpoint", node=self.node, step=state.global_step, total=state.max_steps))
+            self._checkpoint(state, step)
+
+    def _checkpoint(self, state: Any, step: int) -> None:
+        emit(RunEvent("checkpoint", node=self.node, step=step, total=state.max_steps))
 
     def _step(self, state: Any, loss: float | None) -> None:
         self._first = False

@@ -34,19 +34,31 @@ class SharedRngStates(TrainerCallback):
     """Every rank's rng_state_{rank}.pth on every node (all ranks take part in one all_gather)."""
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        import torch.distributed as dist
-
-        if not args.save_on_each_node or args.world_size <= 1 or not dist.is_initialized():
+        if not shares_rng_states(args):
             return
         checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
         own = checkpoint / f"rng_state_{args.process_index}.pth"
-        gathered: list[Any] = [None] * args.world_size
-        dist.all_gather_object(gathered, (args.process_index, own.read_bytes() if own.exists() else None))
+        gathered = gather_rng_states(args, own.read_bytes() if own.exists() else None)
         if args.local_process_index != 0:
             return
-        for rank, data in gathered:
+        for rank, data in gathered.items():
             target = checkpoint / f"rng_state_{rank}.pth"
             if data is not None and not target.exists():
                 staging = checkpoint / f".{target.name}.partial"
                 staging.write_bytes(data)
                 staging.rename(target)
+
+
+def shares_rng_states(args: Any) -> bool:
+    import torch.distributed as dist
+
+    return bool(args.save_on_each_node) and args.world_size > 1 and dist.is_initialized()
+
+
+def gather_rng_states(args: Any, own: bytes | None) -> dict[int, bytes | None]:
+    """Every rank's saved RNG state, by rank: a collective, every rank calls it at the same save."""
+    import torch.distributed as dist
+
+    gathered: list[Any] = [None] * args.world_size
+    dist.all_gather_object(gathered, (args.process_index, own))
+    return dict(gathered)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from transformers import TrainingArguments
 
+from xeoncluster.node.async_save import DEFAULT_ASYNC_SAVE
 from xeoncluster.node.grad_exchange import DEFAULT_BUCKET_VIEW, GRAD_COMMS, NO_EXCHANGE
 
 
@@ -25,4 +26,9 @@ class RunTrainingArguments(TrainingArguments):
             f"{NO_EXCHANGE!r} sends nothing (benchmarks only)",
             "choices": [*GRAD_COMMS, NO_EXCHANGE],
         },
+    )
+    async_save: bool = field(
+        default=DEFAULT_ASYNC_SAVE,
+        metadata={"help": "checkpoints: the step copies the state in memory, a background thread writes the files "
+                          "(set from --async-save)"},
     )

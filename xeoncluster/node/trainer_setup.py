@@ -48,11 +48,26 @@ def training_arguments(config: RunConfig, plan: StackPlan, precision: str, has_e
     }
     if plan.backend is not None:
         settings["ddp_backend"] = plan.backend
+    if config.async_save is not None:
+        settings["async_save"] = config.async_save
     settings.update(config.trainer_overrides)  # explicit pass-through options win
     try:
-        return RunTrainingArguments(**settings)
+        args = RunTrainingArguments(**settings)
     except (ValueError, TypeError) as exc:
         raise TrainingError(f"invalid trainer arguments: {exc}") from exc
+    _check_async_save(args, plan)
+    return args
+
+
+def _check_async_save(args: Any, plan: StackPlan) -> None:
+    from xeoncluster.node.async_save import unsupported_reason
+
+    reason = unsupported_reason(args, plan.stack) if args.async_save else None
+    if reason is not None:
+        args.async_save = False
+        if args.process_index == 0:
+            print(f"training: warning: checkpoints are written in the step: --async-save does not support {reason}",
+                  file=sys.stderr)
 
 
 def _known_fields(cls: type, defaults: dict[str, Any]) -> dict[str, Any]:
@@ -80,6 +95,10 @@ def make_trainer(
     from xeoncluster.node.step_clock import StepClock
 
     trainer_class: type = Trainer
+    if args.async_save:
+        from xeoncluster.node.async_save import async_save_trainer_class
+
+        trainer_class = async_save_trainer_class(trainer_class)
     if plan.use_ipex:
         from xeoncluster.node.intel import ipex_trainer_class
 
@@ -93,8 +112,9 @@ def make_trainer(
     if tensorboard_available() and "tensorboard" not in (args.report_to or []):  # else the user's own writes it
         add_tensorboard(trainer)
     trainer.add_callback(ConciseLog())
-    trainer.add_callback(NodeLocalWeights())
-    trainer.add_callback(SharedRngStates())
+    if not args.async_save:  # the background writer does their work
+        trainer.add_callback(NodeLocalWeights())
+        trainer.add_callback(SharedRngStates())
     trainer.add_callback(log_callback())
     trainer.add_callback(StepClock())
     return trainer
