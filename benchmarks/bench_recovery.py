@@ -114,14 +114,17 @@ def events(cli: Cli, on: str, cluster: str, run: str) -> list[RunEvent]:
 
 def pause_parts(found: list[RunEvent], lost_at: float, restart: dict[str, Any], notice: float) -> dict[str, float]:
     """From the last step before the stop (or the loss, without a notice) to the first step after, in
-    the parts the events and the restart record mark."""
-    restarted = next(i for i, e in enumerate(found) if e.kind == "started" and i > 0 and e.time > lost_at)
-    before = [e for e in found[:restarted] if e.kind == "step"]
-    last = before[-1].time if notice else min(lost_at, before[-1].time)
-    first = next(e for e in found[restarted:] if e.kind == "step")
+    the parts the events and the restart record mark. A resumed attempt whose `started` did not reach
+    the events (seen once on the stand-in) gets its relaunch up to its first step, and no first-step part."""
     began, took = float(restart["began_at"]), float(restart["seconds"])
-    return {"ended": began - last, "recover": took, "relaunch": found[restarted].time - began - took,
-            "first step": first.time - found[restarted].time}
+    resumed = began + took
+    first = next(e for e in found if e.kind == "step" and e.time > resumed)
+    started = next((e for e in found if e.kind == "started" and resumed <= e.time <= first.time), None)
+    before = [e for e in found if e.kind == "step" and e.time <= began]
+    last = before[-1].time if notice else min(lost_at, before[-1].time)
+    relaunched = started.time if started else first.time
+    return {"ended": began - last, "recover": took, "relaunch": relaunched - resumed,
+            "first step": first.time - relaunched}
 
 
 def measure(cli: Cli, cluster: str, notice: float, args: argparse.Namespace) -> Recovery:

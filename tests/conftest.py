@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# Tests that boot machines (namespace nodes with their sshd, the EC2 stand-in's containers), or look at the
-# machine-wide state those change, run one after another on one pytest-xdist worker, in file order (the
-# modules share clusters); the rest (unit, moto, kube, training on loopback) run on the other worker
-# meanwhile, on the core those mostly leave idle.
-MACHINE_WIDE = ("tests/e2e/", "tests/standin/")
+# Tests that boot machines run one after another on one pytest-xdist worker, in file order (the modules
+# share clusters): the local nodes (namespaces with their sshd, and the tests that look at the machine's
+# namespaces) in one group, the EC2 stand-in (its own namespace and containers) in another, so that the
+# two chains run at once on the two workers; the rest (unit, moto, kube, training on loopback) fill in.
+MACHINE_GROUPS = {"tests/e2e/": "local-nodes", "tests/standin/": "standin"}
 DATA = REPO / "tests" / "data"  # small real MRPC and SQuAD v2 samples, shipped with the tests
 
 
@@ -47,5 +47,8 @@ def xc_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         where = item.path.relative_to(REPO).as_posix()
-        if where.startswith(MACHINE_WIDE) or item.get_closest_marker("machine_wide"):
-            item.add_marker(pytest.mark.xdist_group("machine"))
+        group = next((g for prefix, g in MACHINE_GROUPS.items() if where.startswith(prefix)), None)
+        if group is None and item.get_closest_marker("machine_wide"):
+            group = "local-nodes"
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))

@@ -212,9 +212,12 @@ def test_storage_lists_no_run_whose_record_is_not_the_one_its_key_names(xc):
     for folder, run, cluster in [("r1", "r1", "t1"), ("r2", CLIMB, "t1"), ("r3", "r1", "t1"), ("r4", "r4", "other")]:
         record = RunRecord(run=run, cluster=cluster, task="squad", state=RunState.SUCCEEDED)
         s3.put_object(Bucket=bucket, Key=f"t1/runs/{folder}/run.json", Body=record.model_dump_json().encode())
+    cut = RunRecord(run="r5", cluster="t1", task="squad").model_dump_json()[:90]
+    s3.put_object(Bucket=bucket, Key="t1/runs/r5/run.json", Body=cut.encode())
 
     listed = xc("storage", "ls", "--name", "t1", "--json")
 
     assert listed.code == 0, listed.err
     assert [r["run"] for r in json.loads(listed.out)] == ["r1"]
-    assert len([line for line in listed.err_lines if line.endswith("; left out")]) == 3, listed.err
+    assert len([line for line in listed.err_lines if line.endswith("; left out")]) == 4, listed.err
+    assert "refused (not a run record: the text: Invalid JSON: EOF" in listed.err, listed.err

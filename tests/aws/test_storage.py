@@ -142,3 +142,27 @@ def test_resolve_without_create_makes_no_bucket(aws) -> None:
     assert s3().list_buckets()["Buckets"] == []
     with pytest.raises(ConfigError, match="does not exist"):
         aws_storage.resolve(s3(), "s3://not-here/x", ACCOUNT, REGION, create=False, report=print)
+
+
+def test_a_record_rewritten_while_it_uploads_is_stored_whole(aws, tmp_path: Path) -> None:
+    """The agent rewrites run.json atomically (a new file renamed over it) while StorageSync uploads
+    it. The upload must store one version whole: boto3's upload_file takes the size from the path
+    first and opens it later, so a longer version renamed in between was stored cut short, and
+    `runs` refused the run's record (not JSON) and `train --resume` picked another run."""
+    s3().create_bucket(Bucket="team-runs")
+    location = replace(aws_storage.parse_s3_url("s3://team-runs/ml"), owner=ACCOUNT)
+    client = s3()
+    storage = aws_storage.S3Storage(client, location)
+    record = tmp_path / "run.json"
+    record.write_text(json.dumps({"step": 1}))
+    longer = tmp_path / "run.json.next"
+    longer.write_text(json.dumps({"step": 2, "usage": "x" * 500}))
+
+    def rewrite(**_: object) -> None:
+        if longer.exists():
+            longer.replace(record)
+
+    client.meta.events.register("before-parameter-build.s3.PutObject", rewrite)
+    storage.put_file(record, "ml/a/runs/r1/run.json")
+    stored = client.get_object(Bucket="team-runs", Key="ml/a/runs/r1/run.json")["Body"].read()
+    assert json.loads(stored) in ({"step": 1}, {"step": 2, "usage": "x" * 500})

@@ -42,7 +42,10 @@ def test_an_idle_cluster_removes_itself_and_says_why(local_env: LocalEnv, warm_i
         local_env.ok("train", "squad", "--name", name, "--demo", "--run", "idle", "--", "--max-steps", "10")
         ended = time.monotonic()
         assert len(watchers(local_env, name)) == 1
-        wait_for(lambda: not leftovers(local_env, name)["namespaces"], "the cluster removed itself", 240)
+        # The namespaces go before the watch agent has written why and left: a `down` in between
+        # (the finally below) would find the cluster still there, and be its remover.
+        wait_for(lambda: not leftovers(local_env, name)["namespaces"] and not watchers(local_env, name),
+                 "the cluster removed itself", 240)
         assert time.monotonic() - ended < 240
     finally:
         local_env.cli("down", "--name", name, "--force")

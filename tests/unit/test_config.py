@@ -10,6 +10,7 @@ import pytest
 from xeoncluster.cli import main
 from xeoncluster.config import ClusterConfig, load_config
 from xeoncluster.errors import ConfigError
+from xeoncluster.providers.local.net import NETNS_PREFIX
 
 
 def invoke(argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
@@ -20,8 +21,11 @@ def invoke(argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pyt
     return int(exit_info.value.code or 0), captured.err
 
 
-def namespaces() -> str:
-    return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+def namespaces() -> list[str]:
+    """The local provider's network namespaces (the stand-in's own, which its tests start and stop
+    meanwhile on the other worker, is not one)."""
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in listed.splitlines() if line.startswith(NETNS_PREFIX)]
 
 
 BAD_FILES: list[tuple[str, str, list[str]]] = [

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from xeoncluster import untrusted
 from xeoncluster.commands.train_results import Fetched, results_dir
 from xeoncluster.context import CommandContext
@@ -59,8 +61,11 @@ def _stored_record(storage: Storage, location: StorageLocation, key: str, cluste
         return None
     try:
         record = RunRecord.model_validate_json(text)
-    except ValueError:
-        raise untrusted.refused(source, "a record", text[:40], "not a run record") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the text"
+        raise untrusted.refused(source, "a record", text[:40],
+                                f"not a run record: {where}: {first['msg']}"[:160]) from None
     untrusted.same_run(record.run, run, source)
     if record.cluster != cluster:
         raise untrusted.refused(source, "cluster", record.cluster, f"it is kept under '{cluster}'")

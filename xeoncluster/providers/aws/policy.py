@@ -84,7 +84,7 @@ S3_ACTION = {"HeadBucket": "ListBucket", "ListObjectsV2": "ListBucket", "DeleteO
 # The boto3 method the provider calls for each S3 action (their names differ).
 S3_CALLED_AS = {"ListBucket": "head_bucket", "PutEncryptionConfiguration": "put_bucket_encryption",
                 "PutBucketPublicAccessBlock": "put_public_access_block",
-                "PutLifecycleConfiguration": "put_bucket_lifecycle_configuration", "PutObject": "upload_file",
+                "PutLifecycleConfiguration": "put_bucket_lifecycle_configuration", "PutObject": "put_object",
                 "DeleteObject": "delete_objects", "GetBucketPublicAccessBlock": "get_public_access_block",
                 "GetEncryptionConfiguration": "get_bucket_encryption"}
 

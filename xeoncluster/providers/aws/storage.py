@@ -136,7 +136,11 @@ class S3Storage:
                                 unique_id=f"xeoncluster-expected-bucket-owner-{location.owner}")
 
     def put_file(self, path: Path, key: str) -> None:
-        self.s3.upload_file(str(path), self.location.container, key, ExtraArgs=self.expect, Config=TRANSFER)
+        """From one open handle: upload_file takes the size from the path and opens it later, so a file
+        renamed over it meanwhile (the agent rewrites run.json so) was stored cut short. The handle
+        keeps the version it opened, and a file that grows (a log) is stored up to the size seen."""
+        with path.open("rb") as handle:
+            self.s3.upload_fileobj(handle, self.location.container, key, ExtraArgs=self.expect, Config=TRANSFER)
 
     def put_text(self, key: str, text: str) -> None:
         self.s3.put_object(Bucket=self.location.container, Key=key, Body=text.encode(), **self.expect)
