@@ -114,3 +114,43 @@ def test_after_a_job_ended_a_silent_provider_leaves_ssh_to_decide_which_node_was
     found = health(ctx, record, Shell({"node1"}))  # type: ignore[arg-type]
     assert [(h.node.name, h.alive) for h in found] == [("node0", True), ("node1", False)]
     assert "connection timed out" in found[1].reason and "DescribeInstances timed out" in found[1].reason
+
+
+def test_the_end_of_a_job_does_not_wait_for_a_usage_sample_stuck_on_a_lost_node() -> None:
+    """SSH to an instance reclaimed with no notice can hang for good (no reset comes back): the agent
+    waited for the usage watch's sample forever after the job had ended, and never recovered the run
+    (benchmarks/bench_recovery.py on the stand-in)."""
+    import time
+    from pathlib import Path
+
+    from xeoncluster.agent.usage_watch import UsageWatch
+
+    stuck, sampling = threading.Event(), threading.Event()
+
+    class HangingShell:
+        def run(self, nodes: list[Any], command: str) -> dict[str, CommandResult]:
+            sampling.set()
+            stuck.wait()
+            return {}
+
+        def close(self) -> None:
+            pass
+
+    ctx = SimpleNamespace(shell=HangingShell)
+    usage = UsageWatch(ctx, [SimpleNamespace(name="node1")], "/home/u", SimpleNamespace(usage=Path("/dev/null")),
+                       lambda _: None, lambda: None, interval=0.01)  # type: ignore[arg-type]
+    usage.join_seconds = 0.5
+    ended = threading.Event()
+
+    def job() -> None:
+        with usage:
+            assert sampling.wait(5)
+        ended.set()
+
+    started = time.monotonic()
+    threading.Thread(target=job, daemon=True).start()
+    try:
+        assert ended.wait(10), "the job's end waited for the stuck sample"
+        assert time.monotonic() - started < 5
+    finally:
+        stuck.set()

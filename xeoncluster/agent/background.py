@@ -1,14 +1,21 @@
 """What the agent's watches share: their `_watch()` runs in a daemon thread for as long as the `with`
-block around a job does, and the block's end waits for it."""
+block around a job does, and the block's end waits for it, for a while."""
 from __future__ import annotations
 
 import threading
 from types import TracebackType
 
 
+# How long the end of a job waits for a watch. A watch's SSH command to a node that vanished without a
+# reset (a reclaimed instance) never returns: waiting for it hung the agent after the job had ended,
+# so the run was never recovered. Such a thread is left behind (a daemon), and the run goes on.
+JOIN_SECONDS = 10.0
+
+
 class BackgroundWatch:
     _done: threading.Event  # set when the job ended: `_watch()` returns soon after
     _thread: threading.Thread | None
+    join_seconds: float = JOIN_SECONDS
 
     def _start(self, name: str) -> None:
         self._thread = threading.Thread(target=self._watch, name=name, daemon=True)
@@ -24,5 +31,7 @@ class BackgroundWatch:
                  traceback: TracebackType | None) -> None:
         self._done.set()
         if self._thread is not None:
-            self._thread.join()
+            self._thread.join(self.join_seconds)
+            if self._thread.is_alive():
+                return  # still inside a call to a lost node: what it holds is left to it
         self._ended()
