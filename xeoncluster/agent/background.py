@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from types import TracebackType
 
-
 # How long the end of a job waits for a watch. A watch's SSH command to a node that vanished without a
 # reset (a reclaimed instance) never returns: waiting for it hung the agent after the job had ended,
 # so the run was never recovered. Such a thread is left behind (a daemon), and the run goes on.
