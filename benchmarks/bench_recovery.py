@@ -13,7 +13,10 @@ takes 20 s): the worker gets a spot interruption with that many seconds of notic
 Each pause is broken down from the run's own events (events.jsonl on the agent's host) and its
 restart record: `ended` (the last step to the end of the job: the stop and its checkpoint, or, with no
 notice, noticing the loss), `recover` (the agent's replacement and checkpoint restore), `relaunch` (to
-rank 0's `started`: mpirun, python, torch, the model and the rendezvous) and `first step`.
+rank 0's `started`: mpirun, python, torch, the model and the rendezvous) and `first step`. The relaunch
+is broken down further: `prepare` (the agent's topology probe and package sync, from the restart
+record), `launch` (mpirun and SSH up to rank 0's process start) and the parts rank 0's `started` event
+reports (xeoncluster/node/startup_clock.py, PARTS).
 
     python benchmarks/bench_recovery.py [--on local|standin] [--steps N] [--save-steps 40] [--notices 120,30,0]
 """
@@ -36,6 +39,7 @@ sys.path.insert(0, str(REPO))
 from standin_account import create_boundary  # noqa: E402 - beside this script
 
 from xeoncluster.node.events import RunEvent, read_events  # noqa: E402 - this checkout's, whether installed or not
+from xeoncluster.node.startup_clock import read_parts  # noqa: E402 - this checkout's
 
 
 @dataclass
@@ -45,6 +49,7 @@ class Recovery:
     pause_seconds: float
     lost_steps: int
     parts: dict[str, float]  # ended, recover, relaunch, first step: they add up to the pause
+    relaunch_parts: dict[str, float]  # prepare, launch, then rank 0's startup parts: they add up to the relaunch
     restart: dict[str, object]
 
     @property
@@ -127,6 +132,17 @@ def pause_parts(found: list[RunEvent], lost_at: float, restart: dict[str, Any], 
             "first step": first.time - relaunched}
 
 
+def relaunch_parts(found: list[RunEvent], restart: dict[str, Any], relaunch: float) -> dict[str, float]:
+    """The relaunch in the parts the restart record and the resumed `started` event's metrics mark."""
+    resumed = float(restart["began_at"]) + float(restart["seconds"])
+    started = next((e for e in found if e.kind == "started" and e.time >= resumed), None)
+    startup = read_parts(started.metrics) if started else {}
+    prepare = float(restart.get("prepare_seconds", 0.0))
+    if not startup:
+        return {"prepare": prepare}
+    return {"prepare": prepare, "launch": relaunch - prepare - sum(startup.values()), **startup}
+
+
 def measure(cli: Cli, cluster: str, notice: float, args: argparse.Namespace) -> Recovery:
     run = f"rec-{notice:g}s" if notice else "rec-none"
     cli.out("train", "squad", "--name", cluster, "--demo", "--run", run, "--detach", "--",
@@ -146,8 +162,11 @@ def measure(cli: Cli, cluster: str, notice: float, args: argparse.Namespace) -> 
     kept = cli.home / f"{run}.events.jsonl"  # the raw timeline, to look into a pause again
     kept.write_text("".join(e.to_json() + "\n" for e in found_events))
     print(f"events of {run} (loss at {lost_at:.1f}): {kept}", file=sys.stderr, flush=True)
-    parts = {k: round(v, 1) for k, v in pause_parts(found_events, lost_at, restart, notice).items()}
-    found = Recovery(notice, lost_at_step, round(sum(parts.values()), 1), int(metrics["lost_steps"]), parts, restart)
+    exact = pause_parts(found_events, lost_at, restart, notice)
+    parts = {k: round(v, 1) for k, v in exact.items()}
+    relaunch = {k: round(v, 2) for k, v in relaunch_parts(found_events, restart, exact["relaunch"]).items()}
+    found = Recovery(notice, lost_at_step, round(sum(parts.values()), 1), int(metrics["lost_steps"]), parts,
+                     relaunch, restart)
     print(f"measured: {json.dumps(asdict(found))}", file=sys.stderr, flush=True)  # kept if a later one fails
     return found
 
@@ -198,6 +217,8 @@ def main() -> None:
     for r in results:
         parts = " / ".join(f"{v:.1f}" for v in r.parts.values())
         print(f"{r.kind:14} {r.pause_seconds:>8.1f} {r.pause_seconds / warm_up:>10.2f} {r.lost_steps:>10}  {parts}")
+    for r in results:
+        print(f"{r.kind} relaunch: " + ", ".join(f"{k} {v:.2f}" for k, v in r.relaunch_parts.items()))
 
 
 def cpu_model() -> str:

@@ -119,6 +119,8 @@ def test_a_node_that_announces_its_end_is_replaced_ahead_and_no_step_is_lost(loc
         metrics = json.loads((local_env.home / "results" / name / "noticed" / "metrics.json").read_text())
         [restart] = metrics["restarts"]
         assert (restart["node"], restart["replacement"], restart["lost_steps"]) == ("node1", "node2", 0)
+        assert restart["prepare_seconds"] > 0  # the relaunch's parts: the agent's, then rank 0's
+        assert "agent: relaunched: rank 0 was ready to train " in text and " (python " in text
         assert metrics["lost_steps"] == 0 and metrics["global_steps"] == STEPS
         assert [n["name"] for n in local_env.state(name)["nodes"]] == ["node0", "node2"]
     finally:

@@ -18,6 +18,7 @@ import pytest
 
 from xeoncluster.node.checkpoints import is_complete
 from xeoncluster.node.events import parse_line
+from xeoncluster.node.startup_clock import read_parts
 
 from .test_ddp_equivalence import _free_port
 from .training_helpers import REPO, offline_env
@@ -90,6 +91,11 @@ def test_a_notice_checkpoints_the_current_step_and_resume_continues_exactly(
                              text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert f"resuming from {checkpoint}" in resumed.stdout
+    [started] = [e for e in map(parse_line, resumed.stdout.splitlines()) if e and e.kind == "started"]
+    parts = read_parts(started.metrics)  # where the relaunch went, for the agent's log and bench_recovery
+    assert started.step == stopped and list(parts)[-1] == "resume", started
+    assert {"libraries", "data", "torch", "process_group", "model", "features", "trainer"} <= set(parts)
+    assert all(seconds >= 0 for seconds in parts.values())
     after = _losses(out)
     expected = uninterrupted
     steps = sorted(s for s in after if s > stopped)

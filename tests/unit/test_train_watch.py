@@ -154,3 +154,34 @@ def test_the_end_of_a_job_does_not_wait_for_a_usage_sample_stuck_on_a_lost_node(
         assert time.monotonic() - started < 5
     finally:
         stuck.set()
+
+
+def test_the_end_of_a_job_cuts_a_stuck_usage_sample_short_and_closes_the_watch() -> None:
+    """The 10 s the job's end waited for such a sample were part of the no-notice recovery pause
+    (bench_recovery on the stand-in): closing the watch's connections ends the sample at once."""
+    import time
+    from pathlib import Path
+
+    from xeoncluster.agent.usage_watch import UsageWatch
+
+    closed, sampling = threading.Event(), threading.Event()
+
+    class ShellUntilClosed:
+        def run(self, nodes: list[Any], command: str) -> dict[str, CommandResult]:
+            sampling.set()
+            closed.wait()
+            raise RemoteError("node1: the connection was closed")
+
+        def close(self) -> None:
+            closed.set()
+
+    scalars = SimpleNamespace(closed=False)
+    scalars.close = lambda: setattr(scalars, "closed", True)
+    usage = UsageWatch(SimpleNamespace(shell=ShellUntilClosed), [SimpleNamespace(name="node1")], "/home/u",
+                       SimpleNamespace(usage=Path("/dev/null")), lambda _: None, lambda: None, interval=0.01,
+                       scalars=scalars)  # type: ignore[arg-type]
+    with usage:
+        assert sampling.wait(5)
+        started = time.monotonic()
+    assert time.monotonic() - started < 2 and usage.join_seconds == 10
+    assert usage._thread is not None and not usage._thread.is_alive() and scalars.closed

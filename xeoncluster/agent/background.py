@@ -26,9 +26,13 @@ class BackgroundWatch:
     def _ended(self) -> None:
         """After the thread has ended: what the watch must close."""
 
+    def _interrupt(self) -> None:
+        """At the job's end, before waiting for the thread: cut short what it may be blocked in."""
+
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
                  traceback: TracebackType | None) -> None:
         self._done.set()
+        self._interrupt()
         if self._thread is not None:
             self._thread.join(self.join_seconds)
             if self._thread.is_alive():

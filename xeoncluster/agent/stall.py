@@ -8,8 +8,10 @@ from __future__ import annotations
 import re
 import shlex
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from xeoncluster.agent.attempt import Attempt
 from xeoncluster.agent.recovery import last_step, restore_checkpoint
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import XeonClusterError
@@ -54,6 +56,19 @@ def save_stacks(shell: NodeShell, plan: LaunchPlan, files: RunFiles) -> list[Pat
                 target.write_text(text)
                 saved.append(target)
     return saved
+
+
+def stop_stalled(shell: NodeShell, attempt: Attempt, files: RunFiles, note: Callable[[str], None]) -> None:
+    """Keep every rank's stacks, then end the job (over `shell`, which this closes)."""
+    try:
+        saved = save_stacks(shell, attempt.plan, files)
+        note(f"stacks of {len(saved)} rank(s) in {files.stacks}")
+        attempt.interrupt(shell)
+        end_ranks(shell, attempt.plan)
+    except XeonClusterError as exc:
+        note(f"could not stop the stalled job cleanly: {exc.one_line()}")
+    finally:
+        shell.close()
 
 
 def end_ranks(shell: NodeShell, plan: LaunchPlan) -> None:

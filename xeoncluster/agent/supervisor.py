@@ -19,11 +19,12 @@ from xeoncluster.agent.proactive import Replacement
 from xeoncluster.agent.queue import Queue
 from xeoncluster.agent.restart import Recovery
 from xeoncluster.agent.run_storage import RunStorage
-from xeoncluster.agent.stall import end_ranks, restart_in_place, save_stacks
+from xeoncluster.agent.stall import restart_in_place, stop_stalled
 from xeoncluster.agent.usage_watch import UsageScalars, UsageWatch
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import XeonClusterError
 from xeoncluster.node.events import RunEvent
+from xeoncluster.node.startup_clock import describe as describe_startup
 from xeoncluster.operations.train_prepare import Preparer
 from xeoncluster.providers.base import Node
 from xeoncluster.remote import NodeShell
@@ -186,7 +187,9 @@ class Supervisor:
             self.update(restarts=[*self.record.restarts, restart])
             self.note(restart.describe())
             self.request = replace(self.request, resume=True)
+            preparing = time.monotonic()
             plan = self._prepare_again(shell, plan)
+            self._prepared(time.monotonic() - preparing)
 
     def _attempt(self, shell: NodeShell, plan: LaunchPlan) -> Outcome:
         self.files.launch.write_text(json.dumps(plan.to_dict(), indent=2))
@@ -210,6 +213,8 @@ class Supervisor:
             if isinstance(self.request, ScriptRequest):  # the built-in tasks print their own eval lines
                 scores = "  ".join(f"{k} {v:.4g}" for k, v in self.pace.evals.items())
                 self.note(f"eval at step {event.step}: {scores}")
+        if event.kind == "started" and self.record.restarts and (took := describe_startup(event.metrics)):
+            self.note(f"relaunched: rank 0 was ready to train {took} after its process started")
         if event.kind in ("started", "step") and event.step is not None:
             if event.kind == "step":
                 self.pace.step(event.time, event.step, event.loss)
@@ -259,16 +264,7 @@ class Supervisor:
                        f"{self.pace.step_seconds() or 0:.2f}s)"
         self.note(f"the run stalled: {self.stalled}; saving every rank's stacks, then restarting from the newest "
                   "checkpoint")
-        shell = self.ctx.shell()
-        try:
-            saved = save_stacks(shell, attempt.plan, self.files)
-            self.note(f"stacks of {len(saved)} rank(s) in {self.files.stacks}")
-            attempt.interrupt(shell)
-            end_ranks(shell, attempt.plan)
-        except XeonClusterError as exc:
-            self.note(f"could not stop the stalled job cleanly: {exc.one_line()}")
-        finally:
-            shell.close()
+        stop_stalled(self.ctx.shell(), attempt, self.files, self.note)
 
     def _on_gone(self, gone: list[str]) -> None:
         self.note(f"{', '.join(gone)} is gone (unlisted by the provider, silent over SSH); stopping the job")
@@ -321,6 +317,10 @@ class Supervisor:
         preparer.send_env_file(shell, plan.run)
         self.plan = resumed
         return resumed
+
+    def _prepared(self, seconds: float) -> None:
+        *earlier, last = self.record.restarts
+        self.update(restarts=[*earlier, last.model_copy(update={"prepare_seconds": round(seconds, 3)})])
 
     def _failure(self, outcome: Outcome) -> str:
         if self.verdict:

@@ -76,22 +76,31 @@ class UsageWatch(BackgroundWatch):
     _last: dict[str, Sample] = field(default_factory=dict)
     _done: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _shell: NodeShell | None = None
 
     def __enter__(self) -> UsageWatch:
+        self._shell = self.ctx.shell()
         self._start("xc-usage-watch")
         return self
+
+    def _interrupt(self) -> None:
+        # A sample's SSH command to a node lost with no notice would hold the job's end (and the run's
+        # recovery) for the whole join: closing its connections ends it at once.
+        if self._shell is not None:
+            self._shell.close()
 
     def _ended(self) -> None:
         self.scalars.close()
 
     def _watch(self) -> None:
-        shell = self.ctx.shell()
+        assert self._shell is not None
         try:
             while not self._done.wait(self.interval):
-                self._sample(shell)
-                self.on_tick()
+                self._sample(self._shell)
+                if not self._done.is_set():
+                    self.on_tick()
         finally:
-            shell.close()
+            self._shell.close()
 
     def _sample(self, shell: NodeShell) -> None:
         layout = RemoteLayout(self.home)

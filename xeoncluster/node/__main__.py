@@ -33,6 +33,9 @@ def report_failure(reason: str, lines: tuple[str, ...]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from xeoncluster.node.startup_clock import StartupClock
+
+    clock = StartupClock()
     load_env_file(os.environ)
 
     from xeoncluster.node import cli
@@ -54,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         from xeoncluster.node.config import from_args
         from xeoncluster.node.runner import run
 
-        return run(from_args(args, overrides))
+        return run(from_args(args, overrides), clock)
     except TrainingError as exc:
         report_failure(str(exc), (f"training: {exc}",))
         print(f"training: {exc}", file=sys.stderr)

@@ -12,20 +12,25 @@ from typing import Any
 from transformers import TrainerCallback
 
 from xeoncluster.node.events import RunEvent, emit
+from xeoncluster.node.startup_clock import StartupClock
 
 MIN_STEP_INTERVAL = 1.0
 EVAL_HEARTBEAT_SECONDS = 10.0
 
 
 class EventReporter(TrainerCallback):
-    def __init__(self, node: str) -> None:
-        self.node = node
+    def __init__(self, node: str, clock: StartupClock | None = None) -> None:
+        self.node, self.clock = node, clock
         self._last_step_event = 0.0
         self._first = True
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if state.is_world_process_zero:
-            emit(RunEvent("started", node=self.node, step=state.global_step, total=state.max_steps))
+            metrics: dict[str, float | None] = {}
+            if self.clock is not None:  # the checkpoint is loaded and DDP wrapped the model: the first step is next
+                self.clock.mark("resume")
+                metrics = self.clock.parts()
+            emit(RunEvent("started", node=self.node, step=state.global_step, total=state.max_steps, metrics=metrics))
             self._first = True
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

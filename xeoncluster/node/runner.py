@@ -24,6 +24,7 @@ from xeoncluster.node.reporting import RunFacts, eval_loss_history, loss_history
 from xeoncluster.node.sources import check_local_files, load_from_hub, resolve_model
 from xeoncluster.node.stack import StackError, StackPlan, installed_versions, plan_stack
 from xeoncluster.node.stacks import dump_stacks_on_signal
+from xeoncluster.node.startup_clock import StartupClock
 from xeoncluster.node.tasks import Evaluation, Task, make_task
 
 
@@ -73,10 +74,12 @@ def _check_distributed(info: distributed.DistInfo) -> None:
         distributed.export_env(info)
 
 
-def run(config: RunConfig) -> int:
+def run(config: RunConfig, clock: StartupClock | None = None) -> int:
+    clock = clock or StartupClock()
     info = distributed.from_env(os.environ)
     _check_distributed(info)
     _quiet_libraries()
+    clock.mark("libraries")
     plan, precision = _plan(config, info)
     if config.demo_dir is not None:
         ensure_demo_assets(config.demo_dir)
@@ -84,12 +87,13 @@ def run(config: RunConfig) -> int:
     resolve_model(config.model)
     task = make_task(config)
     raw = task.load_raw()
+    clock.mark("data")
     if plan.use_ipex and plan.backend == "ccl":
         from xeoncluster.node.intel import register_ccl_backend
 
         register_ccl_backend()
     try:
-        return _train(config, info, plan, precision, task, raw)
+        return _train(config, info, plan, precision, task, raw, clock)
     finally:
         distributed.destroy_process_group()
 
@@ -115,30 +119,15 @@ def _train(
     precision: str,
     task: Task,
     raw: Any,
+    clock: StartupClock,
 ) -> int:
-    import torch
-    from transformers import AutoTokenizer, set_seed
-
-    from xeoncluster.node.trainer_setup import make_trainer, training_arguments
-
-    args = training_arguments(config, plan, precision, has_eval="validation" in raw)
-    set_seed(config.seed)
-    tokenizer = load_from_hub("model", config.model, lambda: AutoTokenizer.from_pretrained(config.model))
-    model = task.load_model(config.model)
-    features = _features(config, args, task, raw, tokenizer, info)
-    datasets = (features["train"], task.eval_dataset(features))
-    trainer = make_trainer(args, model, tokenizer, datasets, plan, precision)
-    _say(
-        info,
-        f"{task.name}: {len(raw['train'])} examples -> {len(features['train'])} features; "
-        f"world {info.world_size} ({info.local_world_size}/node), {torch.get_num_threads()} threads/rank, "
-        f"{precision}, stack {plan.stack}",
-    )
+    trainer, features = _trainer(config, info, plan, precision, task, raw, clock)
     before = task.evaluate(trainer, raw, features) if config.tunables.eval_before else None
     if before is not None:
         _say(info, f"eval before training: {_format(before)}")
+        clock.mark("eval_before")
     checkpoint, resumed_step = _resume_point(config, info)
-    stop = _watch_for_notices(trainer, config, info)
+    stop = _watch_for_notices(trainer, config, info, clock)
     started = time.monotonic()
     try:
         result = trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
@@ -158,6 +147,42 @@ def _train(
         emit(RunEvent("finished", node=distributed.own_address(), step=trainer.state.global_step,
                       total=trainer.state.max_steps, metrics=_scores_and_loss(after) or {}))
     return 0
+
+
+def _trainer(
+    config: RunConfig,
+    info: distributed.DistInfo,
+    plan: StackPlan,
+    precision: str,
+    task: Task,
+    raw: Any,
+    clock: StartupClock,
+) -> tuple[Any, Any]:
+    """The process group, the model, the features and the Trainer: (trainer, features)."""
+    import torch
+    from transformers import AutoTokenizer, set_seed
+
+    from xeoncluster.node.trainer_setup import make_trainer, training_arguments
+
+    clock.mark("torch")
+    args = training_arguments(config, plan, precision, has_eval="validation" in raw)
+    clock.mark("process_group")
+    set_seed(config.seed)
+    tokenizer = load_from_hub("model", config.model, lambda: AutoTokenizer.from_pretrained(config.model))
+    model = task.load_model(config.model)
+    clock.mark("model")
+    features = _features(config, args, task, raw, tokenizer, info)
+    clock.mark("features")
+    datasets = (features["train"], task.eval_dataset(features))
+    trainer = make_trainer(args, model, tokenizer, datasets, plan, precision)
+    clock.mark("trainer")
+    _say(
+        info,
+        f"{task.name}: {len(raw['train'])} examples -> {len(features['train'])} features; "
+        f"world {info.world_size} ({info.local_world_size}/node), {torch.get_num_threads()} threads/rank, "
+        f"{precision}, stack {plan.stack}",
+    )
+    return trainer, features
 
 
 def _write_results(
@@ -200,7 +225,8 @@ def _resume_point(config: RunConfig, info: distributed.DistInfo) -> tuple[Any, i
     return checkpoint, checkpoint_step(checkpoint) if checkpoint else None
 
 
-def _watch_for_notices(trainer: Any, config: RunConfig, info: distributed.DistInfo) -> StopOnNotice:
+def _watch_for_notices(trainer: Any, config: RunConfig, info: distributed.DistInfo,
+                       clock: StartupClock) -> StopOnNotice:
     """What the agent reads and asks of the ranks: notices and stops, events, and stacks on SIGUSR1."""
     dump_stacks_on_signal(config.output_dir, info.rank)
     node = distributed.own_address()
@@ -208,7 +234,7 @@ def _watch_for_notices(trainer: Any, config: RunConfig, info: distributed.DistIn
     stop = StopOnNotice(watcher)
     trainer.add_callback(stop)
     # After StopOnNotice: the step on which the ranks stop is reported as such.
-    trainer.add_callback(EventReporter(node))
+    trainer.add_callback(EventReporter(node, clock))
     if info.is_main:
         trainer.add_callback(StepMarker(config.output_dir / "progress.json"))
     return stop

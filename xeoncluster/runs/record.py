@@ -53,6 +53,7 @@ class Restart(BaseModel):
     lost_steps: int
     replacement: str = ""  # the node that took over (its own name, or a new one when replaced ahead of time)
     began_at: float = 0.0  # when the agent began recovering (the job had ended); 0: not recorded
+    prepare_seconds: float = 0.0  # after the recovery, preparing the relaunch (topology, package and data sync)
 
     def describe(self) -> str:
         start = f"checkpoint-{self.from_step}" if self.from_step is not None else "the start (no checkpoint yet)"
