@@ -121,6 +121,8 @@ def test_a_node_that_announces_its_end_is_replaced_ahead_and_no_step_is_lost(loc
         assert (restart["node"], restart["replacement"], restart["lost_steps"]) == ("node1", "node2", 0)
         assert restart["prepare_seconds"] > 0  # the relaunch's parts: the agent's, then rank 0's
         assert "agent: relaunched: rank 0 was ready to train " in text and " (python " in text
+        # node2 tokenized while node1 still trained: its resumed rank only loads the features.
+        assert "[1] features loaded from cache" in text.split("agent: restart:", 1)[1], text[-3000:]
         assert metrics["lost_steps"] == 0 and metrics["global_steps"] == STEPS
         assert [n["name"] for n in local_env.state(name)["nodes"]] == ["node0", "node2"]
     finally:

@@ -187,9 +187,7 @@ class Supervisor:
             self.update(restarts=[*self.record.restarts, restart])
             self.note(restart.describe())
             self.request = replace(self.request, resume=True)
-            preparing = time.monotonic()
             plan = self._prepare_again(shell, plan)
-            self._prepared(time.monotonic() - preparing)
 
     def _attempt(self, shell: NodeShell, plan: LaunchPlan) -> Outcome:
         self.files.launch.write_text(json.dumps(plan.to_dict(), indent=2))
@@ -238,11 +236,11 @@ class Supervisor:
         self.replacements[event.node] = replacement.start()
 
     def _warm(self, node: Node) -> None:
-        shell = self.ctx.shell()
-        try:
-            Preparer(self.ctx, self.request, self._stack(), [node]).warm(shell, node)
-        finally:
-            shell.close()
+        # Once the job has stopped (a notice shorter than a boot), the resumed rank builds its data itself.
+        data_too = self.record.state is RunState.RUNNING
+        with contextlib.closing(self.ctx.shell()) as shell:
+            Preparer(self.ctx, self.request, self._stack(), [node]).warm(shell, node, self.plan.home, self.plan.run,
+                                                                        data_too)
 
     def _replacement_ready(self, node: Node) -> None:
         if self.attempt is not None:
@@ -309,18 +307,19 @@ class Supervisor:
         return restart
 
     def _prepare_again(self, shell: NodeShell, plan: LaunchPlan) -> LaunchPlan:
-        """The launch on the nodes the cluster has now (a replacement gets what it lacks)."""
+        """The launch on the nodes the cluster has now (a replacement gets what it lacks); its time goes
+        on the restart record."""
+        preparing = time.monotonic()
         cluster = self.ctx.require_up()
         self.request = replace(self.request, run=plan.run)
         preparer = Preparer(self.ctx, self.request, self._stack(), cluster.node_list())
         resumed = preparer.prepare(shell, plan.run)
         preparer.send_env_file(shell, plan.run)
         self.plan = resumed
-        return resumed
-
-    def _prepared(self, seconds: float) -> None:
         *earlier, last = self.record.restarts
-        self.update(restarts=[*earlier, last.model_copy(update={"prepare_seconds": round(seconds, 3)})])
+        seconds = round(time.monotonic() - preparing, 3)
+        self.update(restarts=[*earlier, last.model_copy(update={"prepare_seconds": seconds})])
+        return resumed
 
     def _failure(self, outcome: Outcome) -> str:
         if self.verdict:

@@ -39,6 +39,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--save-steps", type=int, help="checkpoint every N steps (keeps the last 2)")
     run.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     run.add_argument(
+        "--warm-data",
+        action="store_true",
+        help="only build what a rank needs before it trains (the demo assets, the data, the model files and "
+        "the tokenized features cache) on this node, then exit: the run agent does this on a replacement "
+        "while the run trains on",
+    )
+    run.add_argument(
         "--async-save",
         action=argparse.BooleanOptionalAction,
         default=None,

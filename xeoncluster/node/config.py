@@ -59,6 +59,7 @@ class RunConfig:
     save_steps: int | None = None
     async_save: bool | None = None  # None: async_save.DEFAULT_ASYNC_SAVE
     resume: bool = False
+    warm_data: bool = False  # only the data work, single process, then exit (runner._warm_data)
     version_2_with_negative: str = "auto"
     stack: str = "stock"
     backend: str = "auto"
@@ -132,6 +133,7 @@ def from_args(args: Any, trainer_overrides: dict[str, Any]) -> RunConfig:
         save_steps=args.save_steps,
         async_save=args.async_save,
         resume=args.resume,
+        warm_data=args.warm_data,
         version_2_with_negative=getattr(args, "version_2_with_negative", "auto"),
         stack=args.stack or os.environ.get(XC_STACK) or "stock",
         backend=args.ddp_backend,

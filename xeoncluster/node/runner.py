@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -88,6 +89,8 @@ def run(config: RunConfig, clock: StartupClock | None = None) -> int:
     task = make_task(config)
     raw = task.load_raw()
     clock.mark("data")
+    if config.warm_data:
+        return _warm_data(config, info, task, raw)
     if plan.use_ipex and plan.backend == "ccl":
         from xeoncluster.node.intel import register_ccl_backend
 
@@ -99,17 +102,27 @@ def run(config: RunConfig, clock: StartupClock | None = None) -> int:
 
 
 def _features(
-    config: RunConfig, args: Any, task: Task, raw: Any, tokenizer: Any, info: distributed.DistInfo
+    config: RunConfig, first: Any, task: Task, raw: Any, tokenizer: Any, info: distributed.DistInfo
 ) -> Any:
+    """`first`: the other local ranks wait while it builds the cache (main_process_first)."""
     path = cache_path(
         config.cache_dir, config.source.fingerprint(), tokenizer_fingerprint(tokenizer), task.cache_parts()
     )
     return load_or_build(
-        path,
-        lambda: task.build_features(raw, tokenizer),
-        args.main_process_first(local=True, desc="tokenize"),
-        lambda message: _say(info, message, every_rank=True),
+        path, lambda: task.build_features(raw, tokenizer), first, lambda message: _say(info, message, every_rank=True)
     )
+
+
+def _warm_data(config: RunConfig, info: distributed.DistInfo, task: Task, raw: Any) -> int:
+    """A replacement's data work, done while the run still trains: otherwise the resumed ranks wait at
+    the tokenize barrier while it tokenizes the whole dataset. Loading the raw data cached it already."""
+    from transformers import AutoTokenizer
+
+    tokenizer = load_from_hub("model", config.model, lambda: AutoTokenizer.from_pretrained(config.model))
+    task.load_model(config.model)  # its files, fetched and read once
+    features = _features(config, contextlib.nullcontext(), task, raw, tokenizer, info)
+    _say(info, f"warm: {len(features['train'])} training features ready on this node")
+    return 0
 
 
 def _train(
@@ -171,7 +184,7 @@ def _trainer(
     tokenizer = load_from_hub("model", config.model, lambda: AutoTokenizer.from_pretrained(config.model))
     model = task.load_model(config.model)
     clock.mark("model")
-    features = _features(config, args, task, raw, tokenizer, info)
+    features = _features(config, args.main_process_first(local=True, desc="tokenize"), task, raw, tokenizer, info)
     clock.mark("features")
     datasets = (features["train"], task.eval_dataset(features))
     trainer = make_trainer(args, model, tokenizer, datasets, plan, precision)

@@ -5,7 +5,7 @@ the run agent prepares every resumed one the same way (a replacement node gets w
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from xeoncluster.context import CommandContext
@@ -19,7 +19,15 @@ from xeoncluster.remote_command import HomePath, all_of, remote_command, word
 from xeoncluster.remote_layout import NODE_LIB, NODE_MODULE, PACKAGE_ROOT, VENV, RemoteLayout
 from xeoncluster.stacks import Stack
 from xeoncluster.topology import CpuTopology, parse_probe, probe_command
-from xeoncluster.train_plan import ENV_FILE, LaunchPlan, build_plan, check_request, env_file_text
+from xeoncluster.train_plan import (
+    ENV_FILE,
+    LaunchPlan,
+    build_plan,
+    check_request,
+    env_file_text,
+    launch_env,
+    program_args,
+)
 from xeoncluster.train_request import AnyRequest, ScriptRequest, TaskRequest
 
 # The interface each node reaches the master's private address over (on the master: the one holding it).
@@ -100,16 +108,37 @@ class Preparer:
             data["eval"] = sync_data_file(shell, nodes, Path(request.eval_file))
         return data
 
-    def warm(self, shell: NodeShell, node: Node) -> None:
-        """Give a node that joins a running job what it would otherwise build on the critical path:
-        the package, the data and (for --demo) the demo assets."""
-        self.sync(shell, [node])
-        if isinstance(self.request, TaskRequest) and self.request.demo:
+    def warm(self, shell: NodeShell, node: Node, home: str, run: str, data_too: bool) -> None:
+        """Give a node that joins a running job what it would otherwise build on the critical path: the
+        package and the data files; with `data_too` (the job still trains, so this is off the critical
+        path), also what its rank builds from them, else (for --demo) the demo assets."""
+        data = self.sync(shell, [node])
+        request = self.request
+        if not isinstance(request, TaskRequest):
+            return
+        if data_too:
+            self.send_env_file(shell, run)
+            self._warm_data(shell, node, home, run, data)
+        elif request.demo:
             command = (f"cd ~/{PACKAGE_ROOT} && PYTHONPATH=~/{NODE_LIB} ~/{VENV}/bin/python -m {NODE_MODULE} "
                        f"demo-assets --out ~/{PACKAGE_ROOT}/demo")
             result = shell.run([node], command)[node.name]
             if not result.ok:
                 raise RemoteError(f"could not build the demo assets on {node.name}: {result.last_line()}")
+
+    def _warm_data(self, shell: NodeShell, node: Node, home: str, run: str, data: dict[str, str]) -> None:
+        """The rank's own command with --warm-data, alone on the node: the data, the model files and the
+        features cache the resumed rank then loads (else every rank waits while it tokenizes)."""
+        assert isinstance(self.request, TaskRequest)
+        env = launch_env(self.request, self.stack, home, run)
+        program = program_args(replace(self.request, resume=False), self.stack, home, run, data)
+        # Right after the task: whatever the user's trainer arguments end with, the flag stays ours.
+        command = remote_command("env", *(f"{k}={v}" for k, v in env.items()), *program[:4], "--warm-data",
+                                 *program[4:])
+        with self.ctx.reporter.step(f"prepare the data and features on {node.name}"):
+            result = shell.run([node], command)[node.name]
+        if not result.ok:  # the resumed rank builds them itself
+            self.ctx.reporter.warn(f"could not prepare the data on {node.name} ahead: {result.last_line()}")
 
     def check_checkpoint(self, shell: NodeShell, home: str, run: str) -> bool | None:
         """Whether the master holds a checkpoint of `run` (else it may come from storage); None when it
