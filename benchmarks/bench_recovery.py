@@ -23,6 +23,7 @@ reports (xeoncluster/node/startup_clock.py, PARTS).
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import subprocess
@@ -112,9 +113,12 @@ def lose(cli: Cli, on: str, cluster: str, notice: float) -> None:
 def events(cli: Cli, on: str, cluster: str, run: str) -> list[RunEvent]:
     if on == "local":
         return read_events((cli.home / "clusters" / cluster / "runs" / run / "events.jsonl").read_text())
+    # `exec` relays output in chunks, each labelled as a line: a long event (a `started` with its parts)
+    # cut in two was lost. Short base64 lines come through whole.
     text = cli.out("exec", "--name", cluster, "--node", "node0", "--",
-                   f"cat ~/xeoncluster/agent/clusters/{cluster}/runs/{run}/events.jsonl")
-    return read_events("\n".join(line.split("| ", 1)[1] for line in text.splitlines() if "| " in line))
+                   f"base64 -w 76 ~/xeoncluster/agent/clusters/{cluster}/runs/{run}/events.jsonl")
+    payload = "".join(line.split("| ", 1)[1].strip() for line in text.splitlines() if "| " in line)
+    return read_events(base64.b64decode(payload).decode())
 
 
 def pause_parts(found: list[RunEvent], lost_at: float, restart: dict[str, Any], notice: float) -> dict[str, float]:
