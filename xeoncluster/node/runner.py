@@ -162,15 +162,8 @@ def _train(
     return 0
 
 
-def _trainer(
-    config: RunConfig,
-    info: distributed.DistInfo,
-    plan: StackPlan,
-    precision: str,
-    task: Task,
-    raw: Any,
-    clock: StartupClock,
-) -> tuple[Any, Any]:
+def _trainer(config: RunConfig, info: distributed.DistInfo, plan: StackPlan, precision: str, task: Task, raw: Any,
+             clock: StartupClock) -> tuple[Any, Any]:
     """The process group, the model, the features and the Trainer: (trainer, features)."""
     import torch
     from transformers import AutoTokenizer, set_seed
