@@ -316,9 +316,10 @@ class Supervisor:
         resumed = preparer.prepare(shell, plan.run)
         preparer.send_env_file(shell, plan.run)
         self.plan = resumed
-        *earlier, last = self.record.restarts
-        seconds = round(time.monotonic() - preparing, 3)
-        self.update(restarts=[*earlier, last.model_copy(update={"prepare_seconds": seconds})])
+        if self.record.restarts:  # else this is a queued run's first launch, prepared when its turn came
+            *earlier, last = self.record.restarts
+            seconds = round(time.monotonic() - preparing, 3)
+            self.update(restarts=[*earlier, last.model_copy(update={"prepare_seconds": seconds})])
         return resumed
 
     def _failure(self, outcome: Outcome) -> str:
