@@ -113,12 +113,16 @@ def _features(
     )
 
 
+def _tokenizer(config: RunConfig) -> Any:
+    from transformers import AutoTokenizer
+
+    return load_from_hub("model", config.model, lambda: AutoTokenizer.from_pretrained(config.model))
+
+
 def _warm_data(config: RunConfig, info: distributed.DistInfo, task: Task, raw: Any) -> int:
     """A replacement's data work, done while the run still trains: otherwise the resumed ranks wait at
     the tokenize barrier while it tokenizes the whole dataset. Loading the raw data cached it already."""
-    from transformers import AutoTokenizer
-
-    tokenizer = load_from_hub("model", config.model, lambda: AutoTokenizer.from_pretrained(config.model))
+    tokenizer = _tokenizer(config)
     task.load_model(config.model)  # its files, fetched and read once
     features = _features(config, contextlib.nullcontext(), task, raw, tokenizer, info)
     _say(info, f"warm: {len(features['train'])} training features ready on this node")
@@ -166,7 +170,7 @@ def _trainer(config: RunConfig, info: distributed.DistInfo, plan: StackPlan, pre
              clock: StartupClock) -> tuple[Any, Any]:
     """The process group, the model, the features and the Trainer: (trainer, features)."""
     import torch
-    from transformers import AutoTokenizer, set_seed
+    from transformers import set_seed
 
     from xeoncluster.node.trainer_setup import make_trainer, training_arguments
 
@@ -174,7 +178,7 @@ def _trainer(config: RunConfig, info: distributed.DistInfo, plan: StackPlan, pre
     args = training_arguments(config, plan, precision, has_eval="validation" in raw)
     clock.mark("process_group")
     set_seed(config.seed)
-    tokenizer = load_from_hub("model", config.model, lambda: AutoTokenizer.from_pretrained(config.model))
+    tokenizer = _tokenizer(config)
     model = task.load_model(config.model)
     clock.mark("model")
     features = _features(config, args.main_process_first(local=True, desc="tokenize"), task, raw, tokenizer, info)

@@ -3,8 +3,8 @@
 After a lost node the relaunch is most of the recovery pause (docs/spot.md). Rank 0 reports these
 parts in its `started` event (`startup_<part>_s` metrics), and the agent writes them to the run's
 log. Rank 0's parts include its waits for the other ranks: a replacement that tokenizes the data on
-the critical path shows as rank 0's `features`, and a slow rank's start as its `resume` (the DDP
-broadcast waits for every rank).
+the critical path shows as rank 0's `features`, and a slow rank's start as its `process_group` (joining
+the process group waits for every rank).
 """
 
 from __future__ import annotations
