@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import sys
@@ -36,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     from xeoncluster.node.startup_clock import StartupClock
 
     clock = StartupClock()
+    # A rank that dies in native code (SIGABRT, SIGSEGV) prints where each of its threads was: its last
+    # lines reach the run's log, where MPI alone would only say which signal killed it.
+    faulthandler.enable()
     load_env_file(os.environ)
 
     from xeoncluster.node import cli
@@ -74,4 +78,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from xeoncluster.node.process_exit import leave
+
+    leave(main())

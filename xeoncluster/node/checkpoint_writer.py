@@ -78,7 +78,8 @@ class CheckpointWriter:
 
     def start(self, snapshot: CheckpointSnapshot) -> None:
         self.wait()
-        # Not a daemon: the interpreter does not exit with a checkpoint half written.
+        # Not a daemon, so a plain interpreter exit waits for it. A rank leaves without that wait
+        # (process_exit.leave): AsyncSaveMixin.train() is what joins it, on every way out of training.
         self._thread = threading.Thread(target=self._run, args=(snapshot,), name="xc-checkpoint-writer")
         self._thread.start()
 

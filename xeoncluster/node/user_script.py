@@ -11,7 +11,7 @@ it as the built-in tasks do: finished (with metrics.json), stopped (exit 75), or
 from __future__ import annotations
 
 import argparse
-import atexit
+import faulthandler
 import json
 import os
 import runpy
@@ -26,6 +26,7 @@ from xeoncluster.node.__main__ import FAILURE_LINES, load_env_file, report_failu
 from xeoncluster.node.checkpoints import checkpoint_step, last_complete_checkpoint
 from xeoncluster.node.events import EXIT_STOPPED, RunEvent, emit
 from xeoncluster.node.interruption import WatchSettings
+from xeoncluster.node.process_exit import leave
 from xeoncluster.node.rank_env import STOP_FILE, XC_OUTPUT_DIR, XC_RESUME, XC_RESUME_FROM, XC_STOP_FILE
 from xeoncluster.node.stacks import dump_stacks_on_signal
 from xeoncluster.node.stop_signal import StopSignal, grace_from_env
@@ -85,6 +86,7 @@ def exit_status(exc: SystemExit) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    faulthandler.enable()  # as the built-in tasks' ranks: a crash in native code shows where each thread was
     load_env_file(os.environ)
     args, rest = parse(argv)
     info = distributed.from_env(os.environ)
@@ -201,17 +203,6 @@ def _read_json(path: Path) -> dict[str, Any]:
 def _destroy_process_group() -> None:
     if "torch.distributed" in sys.modules:
         distributed.destroy_process_group()
-
-
-def leave(code: int) -> None:
-    """Exit once the rank has reported, with the script's exit handlers run but without interpreter
-    finalization: there torch can deadlock destroying a gloo process group the script still references
-    (seen in ~ProcessGroupGloo on one rank of two), and a thread the script left running would keep the
-    rank, and so the whole job, from ending."""
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
 
 
 if __name__ == "__main__":
