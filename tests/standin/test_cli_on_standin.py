@@ -177,6 +177,16 @@ def wait_for_end(cli: Cli, run: str, timeout: float = 900, name: str = CLUSTER) 
     raise AssertionError(f"run {run} did not end within {timeout}s")
 
 
+def assert_ended(cli: Cli, run: str, state: str, restarts: int, name: str = CLUSTER) -> dict[str, Any]:
+    """The run ended as expected; if not, the message carries its whole record and its log's end (a CI
+    machine keeps nothing else of a stand-in run)."""
+    record = wait_for_end(cli, run, name=name)
+    if record["state"] != state or record["restarts"] != restarts:
+        log = cli("logs", run, "--name", name).stdout
+        raise AssertionError(f"{json.dumps(record, indent=1)}\n--- log of {run} ---\n{log[-6000:]}")
+    return record
+
+
 def test_a_sweep_queues_on_the_master_and_its_second_run_recovers_a_spot_interruption_with_the_cli_killed(
         standin: Any, cli: Cli) -> None:
     """Two runs of a sweep queue on the master. During the second, the laptop's CLI dies (SIGKILL) and
@@ -193,8 +203,7 @@ def test_a_sweep_queues_on_the_master_and_its_second_run_recovers_a_spot_interru
     train.kill()
     train.wait()
     standin.script("interrupt", lost_id, "90")
-    record = wait_for_end(cli, "spot-2")
-    assert record["state"] == "succeeded" and record["restarts"] == 1, record
+    record = assert_ended(cli, "spot-2", "succeeded", restarts=1)
     first = run_record(cli, "spot-1")
     assert first is not None and first["state"] == "succeeded" and record["started_at"] >= first["ended_at"]
     compared = json.loads(cli.ok("runs", "--name", CLUSTER, "--compare", "spot", "--json").stdout)
@@ -501,8 +510,7 @@ def noticed_while_the_image_bakes(standin: Any, fresh: Cli) -> None:
         {"Name": "tag:xeoncluster:cluster", "Values": ["sicp"]}])["Images"]
     assert pending["State"] == "pending"
     standin.script("interrupt", fresh.node_id("node1", "sicp"), "90")
-    record = wait_for_end(fresh, "early", name="sicp")
-    assert record["state"] == "succeeded" and record["restarts"] == 1, record
+    assert_ended(fresh, "early", "succeeded", restarts=1, name="sicp")
     replaced = {n["name"]: n["id"] for n in fresh.state("sicp")["nodes"]}
     live = {i["InstanceId"]: i["ImageId"] for i in instances("sicp")}
     assert set(live.values()) == {base} and set(replaced.values()) == set(live)
