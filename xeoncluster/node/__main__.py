@@ -37,9 +37,6 @@ def main(argv: list[str] | None = None) -> int:
     from xeoncluster.node.startup_clock import StartupClock
 
     clock = StartupClock()
-    # A rank that dies in native code (SIGABRT, SIGSEGV) prints where each of its threads was: its last
-    # lines reach the run's log, where MPI alone would only say which signal killed it.
-    faulthandler.enable()
     load_env_file(os.environ)
 
     from xeoncluster.node import cli
@@ -80,4 +77,8 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     from xeoncluster.node.process_exit import leave
 
+    # A rank that dies in native code (SIGABRT, SIGSEGV) prints where each of its threads was: its last
+    # lines reach the run's log, where MPI alone would only say which signal killed it. Here, not in
+    # main(): the process's stderr, not whatever stands in for it where main() is called in-process.
+    faulthandler.enable()
     leave(main())

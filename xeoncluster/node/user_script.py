@@ -86,7 +86,6 @@ def exit_status(exc: SystemExit) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    faulthandler.enable()  # as the built-in tasks' ranks: a crash in native code shows where each thread was
     load_env_file(os.environ)
     args, rest = parse(argv)
     info = distributed.from_env(os.environ)
@@ -206,4 +205,5 @@ def _destroy_process_group() -> None:
 
 
 if __name__ == "__main__":
+    faulthandler.enable()  # as the built-in tasks' ranks (node/__main__.py)
     leave(main())
