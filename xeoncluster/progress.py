@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TextIO
 
 from rich.console import Console
+from rich.markup import escape
 from rich.status import Status
 
 
@@ -45,7 +46,8 @@ class Reporter:
     def warn(self, message: str) -> None:
         self.log(f"WARNING {message}")
         if self.console is not None:
-            self.console.print(f"[yellow]  warning:[/] {message}")
+            # Warnings quote values read from the cluster: their brackets are text, not markup.
+            self.console.print(f"[yellow]  warning:[/] {escape(message)}")
         else:
             self.stream.write(f"warning: {message}\n")
             self.stream.flush()

@@ -46,7 +46,7 @@ def refresh(ctx: ClusterView, record: ClusterRecord) -> ClusterRecord:
     if {(n.name, n.id) for n in listed} == set(known.items()):
         return record
     master = next((n for n in record.node_list() if n.role == "master"), None)
-    live = _trusted(ctx, listed, known, master)
+    live = _trusted(ctx, _owned(ctx, listed, record.owner), known, master)
     if master is None or master.name not in live or live[master.name].id != master.id:
         return record  # no master: no agent at work; `status` and `up` say what is gone
     pins = read_known(ctx.state)
@@ -69,6 +69,19 @@ def _still_lost(record: ClusterRecord, live: dict[str, Node], have: int, pins: d
     size = int(record.config.get("nodes", len(record.nodes)))
     lost = [n for n in record.node_list() if n.name not in live and n.name in pins]
     return lost[:max(0, size - have)]
+
+
+def _owned(ctx: ClusterView, listed: list[Node], owner: str | None) -> list[Node]:
+    """The provider's nodes whose owner is the record's: an instance carrying our cluster's tag that
+    a colleague or a master's role launched for someone else is not a node of ours. A record made
+    before owners were recorded has none to compare with."""
+    if not owner:
+        return listed
+    others = [n for n in listed if n.owner != owner]
+    for node in others:
+        ctx.reporter.warn(f"{node.id} carries cluster {ctx.config.name}'s tag but its owner is "
+                          f"{node.owner!r}, not the cluster's ({owner}); left out")
+    return [n for n in listed if n.owner == owner]
 
 
 def _trusted(ctx: ClusterView, listed: list[Node], known: dict[str, str], master: Node | None) -> dict[str, Node]:

@@ -111,7 +111,7 @@ def test_every_s3_request_names_the_account_as_the_bucket_owner(
 
     sent = owner_check.requests
     operations = {r.operation for r in sent}
-    assert {"HeadBucket", "PutBucketOwnershipControls", "PutBucketPolicy", "PutPublicAccessBlock", "PutObject",
+    assert {"GetBucketLocation", "PutBucketOwnershipControls", "PutBucketPolicy", "PutPublicAccessBlock", "PutObject",
             "CreateMultipartUpload", "UploadPart", "CompleteMultipartUpload", "AbortMultipartUpload",
             "ListObjectsV2", "DeleteObjects",
             "HeadObject", "GetObject", "CopyObject"} <= operations
@@ -195,7 +195,7 @@ def test_resume_takes_another_clusters_checkpoint_only_when_named(
     same_name = xc("train", "squad", "--demo", "--name", "c2", "--run", "r1", "--resume", "--detach")
     assert same_name.code == 2, same_name.err
     assert "no run 'r1'" in same_name.error and "--resume-from c1/r1" in same_name.error
-    assert durable_steps(storage, "c2/runs/r1") == []  # nothing of c1's was taken
+    assert durable_steps(storage, location.run_key("c2", "r1")) == []  # nothing of c1's was taken
 
     mismatched = xc("train", "squad", "--demo", "--name", "c2", "--resume-from", "c1/r1", "--run", "r2")
     assert mismatched.code == 2 and "--run r2 and --resume-from c1/r1" in mismatched.error
@@ -205,6 +205,6 @@ def test_resume_takes_another_clusters_checkpoint_only_when_named(
 
     named = xc("train", "squad", "--demo", "--name", "c2", "--resume-from", "c1/r1", "--detach")
     assert named.code == 0, named.err
-    assert "checkpoint-40 of run r1 of cluster c1 found under c1/runs/r1" in named.out + named.err
-    assert durable_steps(storage, "c2/runs/r1") == [40]
-    assert durable_steps(storage, "c1/runs/r1") == [40]  # c1's own copy stays
+    assert f"checkpoint-40 of run r1 of cluster c1 found under {location.run_key('c1', 'r1')}" in named.out + named.err
+    assert durable_steps(storage, location.run_key("c2", "r1")) == [40]
+    assert durable_steps(storage, location.run_key("c1", "r1")) == [40]  # c1's own copy stays

@@ -63,8 +63,12 @@ def test_every_call_of_a_full_lifecycle_is_in_the_policy(xc, make_provider, aws)
 
     # Every boto3 call in this test came from a provider (the recorder also sees the placement-group
     # calls it answers itself, which never reach the provider's own before-call hook).
+    # As the administrator (moto's key), `up` also made the run bucket: the one-time step a user's
+    # policy leaves to the administrator (`storage init`).
     called = {aws_policy.iam_action(service, operation) for service, operation, _ in aws.calls}
-    assert called <= set(aws_policy.actions()), called - set(aws_policy.actions())
+    setup = set(aws_policy.actions(aws_policy.ADMIN_SETUP))
+    assert called - setup <= set(aws_policy.actions()), called - setup - set(aws_policy.actions())
+    assert called & setup and not setup & set(aws_policy.actions())
     # Everything but tag-on-create and the calls only an unusual state needs was exercised here.
     rarely = {"ec2:CancelSpotInstanceRequests",  # moto's spot instances carry no open request after terminate
               "iam:PutRolePermissionsBoundary"}  # only for a role made before there was a boundary
@@ -282,9 +286,57 @@ def test_the_escalation_path_is_closed_by_the_boundary():
         assert refusal([ADMIN], capped, question) is not None, question.action
 
 
-def test_the_user_reaches_only_the_account_s_own_run_buckets():
+def test_the_user_reaches_only_their_own_runs_in_the_account_s_own_run_buckets():
     ours, theirs = "/xeoncluster-123456789012-us-east-1", "/xeoncluster-999988887777-us-east-1"
-    for path in (f"{ours}/t1/runs/r1/run.json", ours):
-        assert all(allowed([USER], q) for q in s3_questions("GET", path, "", {}, b"", WORLD, ACCOUNT)), path
-    for path in (f"{theirs}/t1/runs/r1/run.json", theirs, "/payroll/2026.csv"):
-        assert not all(allowed([USER], q) for q in s3_questions("GET", path, "", {}, b"", WORLD, ACCOUNT)), path
+
+    def user_may(method: str, path: str, query: str = "") -> bool:
+        return all(allowed([USER], replace(q, context={"aws:userid": [ME], **q.context}))
+                   for q in s3_questions(method, path, query, {}, b"", WORLD, ACCOUNT))
+
+    for method in ("GET", "PUT", "DELETE"):
+        assert user_may(method, f"{ours}/{ME}/t1/runs/r1/run.json"), method
+        for path in (f"{ours}/{COLLEAGUE}/t1/runs/r1/run.json", f"{ours}/t1/runs/r1/run.json",
+                     f"{theirs}/{ME}/t1/runs/r1/run.json", "/payroll/2026.csv"):
+            assert not user_may(method, path), (method, path)
+    assert user_may("GET", ours, f"list-type=2&prefix={ME}/t1/")
+    assert user_may("GET", ours, "location=")
+    for query in (f"list-type=2&prefix={COLLEAGUE}/", "list-type=2&prefix=", "list-type=2"):
+        assert not user_may("GET", ours, query), query
+    # Opening the shared bucket, or taking it over, is the administrator's.
+    for query in ("policy=", "publicAccessBlock=", "ownershipControls="):
+        assert not user_may("PUT", ours, query), query
+        assert user_may("GET", ours, query), query
+    assert not user_may("PUT", ours) and not user_may("PUT", "/xeoncluster-new-bucket")
+
+
+def test_a_role_the_user_makes_with_an_admin_policy_reaches_only_its_owner_s_instances_and_runs():
+    """The boundary ties every grant to the role's own owner tag; a role used anywhere but on an
+    instance (its trust policy is the user's to write) is refused everything."""
+    capped = [boundary_document(ACCOUNT)]
+    bucket = "arn:aws:s3:::xeoncluster-123456789012-us-east-1"
+
+    def role_may(question: Question, on_instance: bool = True) -> bool:
+        context = {"aws:PrincipalTag/xeoncluster:owner": [ME], "s3:ResourceAccount": [ACCOUNT],
+                   **({"aws:Ec2InstanceSourceVpc": ["vpc-1"]} if on_instance else {}), **question.context}
+        return refusal([ADMIN], capped, replace(question, context=context)) is None
+
+    instance = f"arn:aws:ec2:us-east-1:{ACCOUNT}:instance/"
+    assert role_may(Question("ec2:TerminateInstances", instance + "i-own", {
+        "ec2:ResourceTag/xeoncluster:owner": [ME], "ec2:ResourceTag/xeoncluster:cluster": ["t1"]}))
+    assert not role_may(Question("ec2:TerminateInstances", instance + "i-t2", {
+        "ec2:ResourceTag/xeoncluster:owner": [COLLEAGUE], "ec2:ResourceTag/xeoncluster:cluster": ["t2"]}))
+    assert not role_may(Question("ec2:RunInstances", instance + "*", {
+        "aws:RequestTag/xeoncluster:owner": [COLLEAGUE], "aws:RequestTag/xeoncluster:cluster": ["t2"]}))
+    assert role_may(Question("ec2:RunInstances", instance + "*", {
+        "aws:RequestTag/xeoncluster:owner": [ME], "aws:RequestTag/xeoncluster:cluster": ["t1"]}))
+    assert role_may(Question("s3:GetObject", f"{bucket}/{ME}/t1/runs/r1/run.json"))
+    for action in ("s3:GetObject", "s3:PutObject", "s3:DeleteObject"):
+        assert not role_may(Question(action, f"{bucket}/{COLLEAGUE}/t2/runs/r1/run.json")), action
+    assert not role_may(Question("s3:ListBucket", bucket, {"s3:prefix": [f"{COLLEAGUE}/"]}))
+    assert not role_may(Question("s3:PutBucketPolicy", bucket))
+    # Assumed from anywhere else (another account, a laptop): nothing, not even its owner's runs.
+    assert not role_may(Question("s3:GetObject", f"{bucket}/{ME}/t1/runs/r1/run.json"), on_instance=False)
+
+
+def test_the_user_may_not_change_who_can_assume_a_role():
+    assert not may("iam", "UpdateAssumeRolePolicy", {"RoleName": "xeoncluster-t1-us-east-1", "PolicyDocument": "{}"})

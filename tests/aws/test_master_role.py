@@ -6,6 +6,7 @@ types and subnets only."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from aws_helpers import instances
@@ -164,13 +165,26 @@ def test_the_role_carries_the_boundary_and_can_launch_what_up_launched(xc, aws) 
     arn = boundary_arn("123456789012")
     version = iam.get_policy(PolicyArn=arn)["Policy"]["DefaultVersionId"]
     boundary = iam.get_policy_version(PolicyArn=arn, VersionId=version)["PolicyVersion"]["Document"]
-    questions = ec2_questions("RunInstances", query_form("RunInstances", launch), "us-east-1", "123456789012",
-                              MotoLookup("us-east-1"))
+    owner = next(t["Value"] for t in role["Tags"] if t["Key"] == "xeoncluster:owner")
+    questions = on_the_master(ec2_questions("RunInstances", query_form("RunInstances", launch), "us-east-1",
+                                            "123456789012", MotoLookup("us-east-1")), owner)
     assert len(questions) >= 9  # what it creates, tags and uses (network, key, image)
     assert [(q, why) for q in questions if (why := refusal([role_policy(iam)], [boundary], q))] == []
     bigger = query_form("RunInstances", launch | {"InstanceType": "p5.48xlarge"})
-    assert any(refusal([role_policy(iam)], [boundary], q) for q in ec2_questions(
-        "RunInstances", bigger, "us-east-1", "123456789012", MotoLookup("us-east-1")))
+    assert any(refusal([role_policy(iam)], [boundary], q) for q in on_the_master(ec2_questions(
+        "RunInstances", bigger, "us-east-1", "123456789012", MotoLookup("us-east-1")), owner))
+    # The same launch with the role's credentials used anywhere but on an instance: refused.
+    elsewhere = [replace(q, context={**q.context, "aws:PrincipalTag/xeoncluster:owner": [owner]}) for q in questions
+                 if "aws:Ec2InstanceSourceVpc" in q.context]
+    assert elsewhere and all(refusal([role_policy(iam)], [boundary], replace(
+        q, context={k: v for k, v in q.context.items() if k != "aws:Ec2InstanceSourceVpc"})) for q in elsewhere)
+
+
+def on_the_master(questions: list[Question], owner: str) -> list[Question]:
+    """As the gate asks them for the master's session: the role's owner tag, and the VPC its instance
+    credentials went to."""
+    return [replace(q, context={**q.context, "aws:PrincipalTag/xeoncluster:owner": [owner],
+                                "aws:Ec2InstanceSourceVpc": ["vpc-master"]}) for q in questions]
 
 
 def query_form(operation: str, params: dict) -> dict[str, str]:

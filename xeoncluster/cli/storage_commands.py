@@ -7,6 +7,7 @@ import click
 
 from xeoncluster.cli import render, render_runs
 from xeoncluster.cli.group import CONTEXT, cli, cluster_options, command_context
+from xeoncluster.commands import storage_init
 from xeoncluster.commands import stored_runs as stored_cmd
 
 
@@ -45,3 +46,14 @@ def storage_rm(ctx: click.Context, run: str, **opts: Any) -> None:
     context = command_context(ctx, opts)
     removed = stored_cmd.remove_stored_run(context, context.config.name, run)
     click.echo(f"removed run {run} of cluster '{context.config.name}' from storage ({removed} objects)")
+
+
+@storage.command("init", context_settings=CONTEXT)
+@cluster_options
+@click.pass_context
+def storage_init_command(ctx: click.Context, **opts: Any) -> None:
+    """Administrator's one-time step per region: make the run storage and lock it down (on AWS, the
+    account's auto bucket: private, encrypted, ACLs off, TLS only). Users' policies may not do this.
+    Safe to repeat: what an existing bucket lacks is put back."""
+    location = storage_init.init_storage(command_context(ctx, opts))
+    click.echo(f"run storage ready: {storage_init.root_url(location)}")

@@ -39,6 +39,7 @@ class Node:
     instance_type: str | None = None
     state: str = "running"
     price_per_hour: float | None = None
+    owner: str | None = None  # the owner tag the provider shows (None where nothing is owned)
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,7 @@ class IamGate:
                   "aws:RequestedRegion": [request.region]}
         if caller.user_id:  # what `${aws:userid}` in a policy becomes
             common["aws:userid"] = [caller.user_id]
+        common.update(caller.context())
         return [replace(q, context={**common, **q.context}) for q in asked]
 
 

@@ -28,6 +28,15 @@ class Caller:
     # aws:userid, what sts GetCallerIdentity answers as UserId: a user's unique id, a session's
     # ROLEID:SESSION (moto's ids, so the gate and moto's sts agree)
     user_id: str = ""
+    # The role's tags (aws:PrincipalTag/KEY), and for a session an instance got from IMDS, the VPC its
+    # credentials went to (aws:Ec2InstanceSourceVpc): AWS sets that key on no other request.
+    tags: tuple[tuple[str, str], ...] = ()
+    instance_vpc: str = ""
+
+    def context(self) -> dict[str, list[str]]:
+        """The condition keys this caller brings to every request."""
+        found = {f"aws:PrincipalTag/{key}": [value] for key, value in self.tags}
+        return {**found, **({"aws:Ec2InstanceSourceVpc": [self.instance_vpc]} if self.instance_vpc else {})}
 
     @property
     def name(self) -> str:
@@ -112,8 +121,23 @@ def _session_caller(iam: Any, access_key_id: str) -> Caller | None:
         role = iam.get_role_by_arn(assumed.role_arn)
     except Exception:  # noqa: BLE001 - moto raises its own not-found types; a deleted role allows nothing
         return Caller(assumed.arn, (), assumed.role_arn, user_id=assumed.user_id)
+    tags = tuple((t["Key"], t["Value"]) for t in role.tags)
     return Caller(assumed.arn, _policies(role), str(role.arn), _boundary(iam, role.permissions_boundary_arn),
-                  assumed.user_id)
+                  assumed.user_id, tags, _instance_vpc(assumed.session_name, str(role.arn), assumed.region_name))
+
+
+def _instance_vpc(session: str, role_arn: str, region: str) -> str:
+    """A session is an instance's when it is named for an instance launched with that role (as IMDS
+    names the sessions it hands out): the VPC of that instance; "" for any other session."""
+    from moto.ec2.models import ec2_backends
+
+    if not session.startswith("i-") or instance_role(session, region) != role_arn:
+        return ""
+    try:
+        instance = ec2_backends[ACCOUNT][region].get_instance(session)
+    except Exception:  # noqa: BLE001 - moto raises its own not-found type; a gone instance has no VPC
+        return ""
+    return str(getattr(instance, "vpc_id", "") or "")
 
 
 def _user_caller(iam: Any, access_key_id: str) -> Caller | None:

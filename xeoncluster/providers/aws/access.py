@@ -8,6 +8,7 @@ from typing import Any
 from xeoncluster.errors import ConfigError
 from xeoncluster.providers.aws.boundary import BOUNDARY_NAME, boundary_document, create_command
 from xeoncluster.providers.aws.policy import policy_document
+from xeoncluster.providers.aws.storage import setup_command
 
 USER_POLICY_NAME = "xeoncluster"
 
@@ -25,7 +26,8 @@ def access_documents(account: str, boundary: bool) -> tuple[dict[str, Any], str]
     if boundary:
         return boundary_document(account), (
             f"the permissions boundary {BOUNDARY_NAME} of account {account}; an administrator "
-            f"creates it once: {create_command(account)}")
+            f"creates it once: {create_command(account)}; and once per region, the run bucket each user "
+            f"keeps their runs in (below their own id), made and locked down: {setup_command('REGION')}")
     return policy_document(account), (
         f"the policy of the identity that runs xeoncluster in account {account}: "
         f"aws iam create-policy --policy-name {USER_POLICY_NAME} --policy-document file://FILE, "

@@ -19,18 +19,23 @@ from xeoncluster.errors import ConfigError
 from xeoncluster.providers.aws.clients import error_code
 from xeoncluster.providers.aws.iam_doc import (
     CANONICAL,
+    ROLE_OWNER,
     Document,
     allow,
+    deny,
     document,
     ec2_arn,
     ec2_arns,
-    request_tagged,
-    resource_tagged,
+    owned_by_role,
+    requested_for_role_owner,
 )
 
 BOUNDARY_NAME = "xeoncluster-boundary"
 BOUNDARY_FILE = f"{BOUNDARY_NAME}.json"
 LAUNCHED = ("instance", "volume", "spot-instances-request")
+STORAGE_OBJECT_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload")
+# Set by AWS only on requests signed with an EC2 instance's role credentials (the VPC they went to).
+INSTANCE_VPC_KEY = "aws:Ec2InstanceSourceVpc"
 
 
 def boundary_arn(account: str) -> str:
@@ -44,21 +49,25 @@ def create_command(account: str) -> str:
 
 
 def boundary_document(account: str) -> Document:
+    """Every grant is tied to the role's own owner tag (ABAC): a role a user makes, whatever policy it
+    is given, reaches only instances and runs that carry that user's id, never a colleague's."""
     return document([
         # Describe* and the price list have no resource-level permissions.
         allow("Read", ["ec2:Describe*", "pricing:GetProducts"], "*"),
-        # Tagged with a cluster and an owner (the role's own policy says which: aws_role.py).
-        allow("LaunchTagged", ["ec2:RunInstances"], ec2_arns(account, LAUNCHED), request_tagged(owner=True)),
+        # Tagged with a cluster and the role's own owner (the role's policy narrows it: role.py).
+        allow("LaunchForTheRoleOwner", ["ec2:RunInstances"], ec2_arns(account, LAUNCHED), requested_for_role_owner()),
         allow("TagOnLaunchOnly", ["ec2:CreateTags"], ec2_arns(account, LAUNCHED),
-              {"StringEquals": {"ec2:CreateAction": "RunInstances"}}),
+              {"StringEquals": {"ec2:CreateAction": "RunInstances", **requested_for_role_owner()["StringEquals"]}}),
         allow("LaunchInAccountNetwork", ["ec2:RunInstances"], ec2_arns(account, ("network-interface", "subnet"))),
-        allow("LaunchWithClusterResources", ["ec2:RunInstances"],
-              ec2_arns(account, ("security-group", "key-pair", "placement-group")), resource_tagged()),
+        allow("LaunchWithTheOwnerClusterResources", ["ec2:RunInstances"],
+              ec2_arns(account, ("security-group", "key-pair", "placement-group")), owned_by_role()),
         *image_statements(account),
-        allow("TaggedInstancesOnly", ["ec2:TerminateInstances", "ec2:GetConsoleOutput"],
-              ec2_arn(account, "instance"), resource_tagged()),
-        *bucket_statements(account, ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-                           ["s3:ListBucket"]),
+        allow("TheOwnerInstancesOnly", ["ec2:TerminateInstances", "ec2:GetConsoleOutput"],
+              ec2_arn(account, "instance"), owned_by_role()),
+        *owner_storage_statements(account, ROLE_OWNER, list(STORAGE_OBJECT_ACTIONS)),
+        # CreateRole takes any trust policy and IAM has no condition on it: a role could be made
+        # assumable from elsewhere. Its credentials are then not an instance's, and this refuses them.
+        deny("OnlyWithAnInstanceCredential", ["*"], "*", {"Null": {INSTANCE_VPC_KEY: "true"}}),
     ])
 
 
@@ -70,11 +79,13 @@ def image_statements(account: str, sid_prefix: str = "") -> list[Document]:
                   {"StringEquals": {"ec2:Owner": account}})]
 
 
-def bucket_statements(account: str, object_actions: list[str], bucket_actions: list[str]) -> list[Document]:
-    """The account's own `xeoncluster-*` buckets: a bucket of that name in another account is refused."""
+def owner_storage_statements(account: str, owner: str, object_actions: list[str]) -> list[Document]:
+    """Runs below `owner`'s prefix (`OWNER/CLUSTER/runs/...`) in the account's own `xeoncluster-*`
+    buckets: a bucket of that name in another account is refused, and so is a colleague's prefix."""
     own = {"StringEquals": {"s3:ResourceAccount": account}}
-    return [allow("OwnBucketObjects", object_actions, "arn:aws:s3:::xeoncluster-*/*", own),
-            allow("OwnBuckets", bucket_actions, "arn:aws:s3:::xeoncluster-*", own)]
+    listing = {**own, "StringLike": {"s3:prefix": [f"{owner}/*", owner]}}
+    return [allow("OwnRunObjects", object_actions, f"arn:aws:s3:::xeoncluster-*/{owner}/*", own),
+            allow("OwnRunListing", ["s3:ListBucket"], "arn:aws:s3:::xeoncluster-*", listing)]
 
 
 def check_boundary(iam: Any, account: str, required: bool = True) -> list[str]:

@@ -30,7 +30,9 @@ def owned(s3: Any, bucket: str, owner: str, auto: bool) -> bool:
     """True: the bucket exists and `owner` owns it. False: there is no such bucket. A bucket of another
     account is refused: S3 answers 403 to a request whose ExpectedBucketOwner is not the bucket's."""
     try:
-        s3.head_bucket(Bucket=bucket, ExpectedBucketOwner=owner)
+        # GetBucketLocation, not HeadBucket: HeadBucket is authorized as listing the whole bucket, which
+        # a user's policy allows only below their own prefix.
+        s3.get_bucket_location(Bucket=bucket, ExpectedBucketOwner=owner)
         return True
     except ClientError as exc:
         code = error_code(exc)

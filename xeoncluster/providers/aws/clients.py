@@ -201,8 +201,12 @@ def tag_specs(tags: list[dict[str, str]], *resource_types: str) -> list[dict[str
     return [{"ResourceType": rt, "Tags": tags} for rt in resource_types]
 
 
-def cluster_filter(cluster: str) -> list[dict[str, Any]]:
-    return [{"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]}]
+def cluster_filter(cluster: str, owner: str | None = None) -> list[dict[str, Any]]:
+    """The cluster's resources; with `owner`, only those its owner tag gives to `owner`: a resource a
+    colleague (or a master's role) tagged with our cluster's name is not ours. "" or None: any owner
+    (a run agent of a cluster made before owners were recorded)."""
+    owned = [{"Name": f"tag:{TAG_OWNER}", "Values": [owner]}] if owner else []
+    return [{"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]}, *owned]
 
 
 def image_key_filter(key: str) -> list[dict[str, Any]]:

@@ -15,6 +15,9 @@ CANONICAL = "099720109477"
 # The caller's unique id (an IAM user's AIDA..., a role session's AROA...:SESSION), which the owner tag
 # of everything the tool makes holds (aws_owner.py): a user acts only on what they made.
 CALLER = "${aws:userid}"
+# What a role's own owner tag says (the tool tags every role it makes with its maker's UserId): the
+# boundary lets a role touch only what carries that same owner.
+ROLE_OWNER = f"${{aws:PrincipalTag/{TAG_OWNER}}}"
 
 
 def allow(sid: str, actions: list[str], resources: str | list[str],
@@ -59,6 +62,17 @@ def request_tagged(owner: bool = False) -> dict[str, Any]:
 def resource_tagged() -> dict[str, Any]:
     """The resource acted on carries the cluster tag (any cluster)."""
     return {"Null": {f"ec2:ResourceTag/{TAG_CLUSTER}": "false"}}
+
+
+def owned_by_role() -> dict[str, Any]:
+    """The resource acted on carries a cluster tag and the role's own owner (a role without an owner
+    tag matches nothing: the variable is then undefined)."""
+    return {"StringEquals": {f"ec2:ResourceTag/{TAG_OWNER}": ROLE_OWNER}, **resource_tagged()}
+
+
+def requested_for_role_owner() -> dict[str, Any]:
+    """What the request creates is tagged with a cluster and with the role's own owner."""
+    return {"StringEquals": {f"aws:RequestTag/{TAG_OWNER}": ROLE_OWNER}, **request_tagged(owner=True)}
 
 
 def requested_by_caller(also: dict[str, Any] | None = None, cluster: bool = True) -> dict[str, Any]:

@@ -67,9 +67,19 @@ def not_yours(ec2: Any, cluster: str, me: str, refused: ProviderError) -> Provid
     others: set[str] = set()
     with contextlib.suppress(ClientError, BotoCoreError):
         others = owners(ec2, cluster) - {me}
-    if not others:
-        return refused
+    return _belongs_to(cluster, others, me, "your IAM policy refuses removing it") if others else refused
+
+
+def refuse_if_others(ec2: Any, cluster: str, me: str) -> None:
+    """`down` found nothing of the caller's under this name: when another identity's resources carry
+    it, say whose they are (exit 1) rather than "nothing to remove"."""
+    others = owners(ec2, cluster) - {me} if me else set()
+    if others:
+        raise _belongs_to(cluster, others, me, "nothing of yours was removed")
+
+
+def _belongs_to(cluster: str, others: set[str], me: str, outcome: str) -> ProviderError:
     return ProviderError(
         f"cluster {cluster} belongs to another identity: its resources carry {TAG_OWNER}="
-        f"{', '.join(sorted(others))} and you are {me}; your IAM policy refuses removing it",
+        f"{', '.join(sorted(others))} and you are {me}; {outcome}",
         hint=f"its owner runs `xeoncluster down --name {cluster}`, or an administrator removes it")

@@ -13,8 +13,15 @@ from __future__ import annotations
 
 import json
 
-from xeoncluster.providers.aws.boundary import LAUNCHED, boundary_arn, image_statements
+from xeoncluster.providers.aws.boundary import (
+    LAUNCHED,
+    STORAGE_OBJECT_ACTIONS,
+    boundary_arn,
+    image_statements,
+    owner_storage_statements,
+)
 from xeoncluster.providers.aws.iam_doc import (
+    CALLER,
     Document,
     allow,
     deny,
@@ -57,15 +64,20 @@ ACTIONS: dict[str, tuple[str, ...]] = {
             "PassRole"),
     "sts": ("GetCallerIdentity",),
     "ssm": ("GetParameter",),
-    # Run storage: the account's xeoncluster-* bucket (made once, locked down) and the runs in it.
-    "s3": ("CreateBucket", "PutBucketPublicAccessBlock", "PutEncryptionConfiguration", "PutLifecycleConfiguration",
-           "PutBucketTagging", "PutBucketOwnershipControls", "PutBucketPolicy",
-           # the lock-down an existing auto bucket is checked for (aws_bucket.py)
-           "GetBucketPublicAccessBlock", "GetEncryptionConfiguration", "GetBucketOwnershipControls",
-           "GetBucketPolicy",
-           "GetBucketLocation", "ListBucket", "GetObject", "PutObject", "DeleteObject", "AbortMultipartUpload"),
+    # Run storage: the runs below the caller's own prefix in the account's xeoncluster-* buckets, and the
+    # checks that such a bucket is the account's and locked down (bucket.py). Making and locking a bucket
+    # is the administrator's (ADMIN_SETUP).
+    "s3": ("GetBucketPublicAccessBlock", "GetEncryptionConfiguration", "GetBucketOwnershipControls",
+           "GetBucketPolicy", "GetBucketLocation", "ListBucket", "GetObject", "PutObject", "DeleteObject",
+           "AbortMultipartUpload"),
     "pricing": ("GetProducts",),
     "servicequotas": ("GetServiceQuota",),
+}
+# The administrator's one-time step per region (`xeoncluster storage init`): the auto bucket and its
+# lock-down. Not in the user's policy: a user could otherwise open the shared bucket to anyone.
+ADMIN_SETUP: dict[str, tuple[str, ...]] = {
+    "s3": ("CreateBucket", "PutBucketPublicAccessBlock", "PutEncryptionConfiguration", "PutLifecycleConfiguration",
+           "PutBucketTagging", "PutBucketOwnershipControls", "PutBucketPolicy"),
 }
 # Never called by name: EC2 and IAM authorize tags given at creation as CreateTags/TagRole/
 # TagInstanceProfile, and an instance profile given to RunInstances as PassRole on its role.
@@ -82,7 +94,7 @@ S3_ACTION = {"HeadBucket": "ListBucket", "ListObjectsV2": "ListBucket", "DeleteO
              "UploadPart": "PutObject", "CompleteMultipartUpload": "PutObject",
              "GetPublicAccessBlock": "GetBucketPublicAccessBlock", "GetBucketEncryption": "GetEncryptionConfiguration"}
 # The boto3 method the provider calls for each S3 action (their names differ).
-S3_CALLED_AS = {"ListBucket": "head_bucket", "PutEncryptionConfiguration": "put_bucket_encryption",
+S3_CALLED_AS = {"ListBucket": "list_objects_v2", "PutEncryptionConfiguration": "put_bucket_encryption",
                 "PutBucketPublicAccessBlock": "put_public_access_block",
                 "PutLifecycleConfiguration": "put_bucket_lifecycle_configuration", "PutObject": "put_object",
                 "DeleteObject": "delete_objects", "GetBucketPublicAccessBlock": "get_public_access_block",
@@ -95,8 +107,9 @@ def iam_action(service: str, operation: str) -> str:
     return f"{prefix}:{S3_ACTION.get(operation, operation) if prefix == 's3' else operation}"
 
 
-def actions() -> list[str]:
-    return [f"{prefix}:{name}" for prefix, names in ACTIONS.items() for name in names]
+def actions(table: dict[str, tuple[str, ...]] = ACTIONS) -> list[str]:
+    """The user's actions; `ADMIN_SETUP`'s with that table."""
+    return [f"{prefix}:{name}" for prefix, names in table.items() for name in names]
 
 
 # docs/aws.md shows both policies for this placeholder account.
@@ -164,7 +177,9 @@ def _iam_statements(account: str) -> list[Document]:
         allow("OwnRolesAndProfiles", [f"iam:{a}" for a in IAM_ON_OWN], [roles, profiles],
               {**made_by_caller("iam"), "StringEqualsIfExists": {"iam:PassedToService": "ec2.amazonaws.com"}}),
         allow("ReadTheBoundary", ["iam:GetPolicy", "iam:GetPolicyVersion"], boundary),
-        deny("NeverDropTheBoundary", ["iam:DeleteRolePermissionsBoundary"], roles),
+        # The boundary and who may assume a role are fixed once it is made (the trust is EC2's: role.py).
+        deny("NeverDropTheBoundaryOrChangeTheTrust",
+             ["iam:DeleteRolePermissionsBoundary", "iam:UpdateAssumeRolePolicy"], roles),
         # A role without the boundary (or with another) is never made, given a policy or re-bounded.
         deny("OnlyWithTheBoundary", ["iam:CreateRole", "iam:PutRolePolicy", "iam:PutRolePermissionsBoundary"], roles,
              {"StringNotEquals": {"iam:PermissionsBoundary": boundary}}),
@@ -174,14 +189,12 @@ def _iam_statements(account: str) -> list[Document]:
 
 
 def _storage_statements(account: str) -> list[Document]:
-    """A bucket is made in the caller's account; everything else must be in a bucket it owns."""
-    actions = [f"s3:{a}" for a in ACTIONS["s3"]]
+    """Bucket checks on the account's own `xeoncluster-*` buckets; objects and listing only below the
+    caller's own prefix (`${aws:userid}/...`), so a colleague's runs are out of reach."""
     own = {"StringEquals": {"s3:ResourceAccount": account}}
-    statements = [allow("RunStorage", [a for a in actions if a != "s3:CreateBucket"],
-                        ["arn:aws:s3:::xeoncluster-*", "arn:aws:s3:::xeoncluster-*/*"], own)]
-    if "s3:CreateBucket" in actions:
-        statements.insert(0, allow("CreateRunBucket", ["s3:CreateBucket"], "arn:aws:s3:::xeoncluster-*"))
-    return statements
+    checks = [f"s3:{a}" for a in ACTIONS["s3"] if a.startswith("Get") and a != "GetObject"]
+    return [allow("RunBucketChecks", checks, "arn:aws:s3:::xeoncluster-*", own),
+            *owner_storage_statements(account, CALLER, list(STORAGE_OBJECT_ACTIONS))]
 
 
 def policy_json(account: str) -> str:

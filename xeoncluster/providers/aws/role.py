@@ -150,10 +150,13 @@ def _create_if_missing(create: Callable[[], Any]) -> bool:
     return True
 
 
-def delete_master_role(iam: Any, cluster: str, region: str) -> list[str]:
-    """Remove the profile and the role; idempotent. Returns the names removed."""
+def delete_master_role(iam: Any, cluster: str, region: str, owner: str = "") -> list[str]:
+    """Remove the profile and the role; idempotent. Returns the names removed. A role whose owner tag
+    names someone else than `owner` ("": anyone) is another user's cluster of the same name: left."""
     name = role_name(cluster, region)
-    removed = []
+    removed: list[str] = []
+    if owner and _role_owner(iam, name) not in (None, owner):
+        return removed
     try:
         profile = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
         for role in profile.get("Roles", []):
@@ -172,6 +175,17 @@ def delete_master_role(iam: Any, cluster: str, region: str) -> list[str]:
         if error_code(exc) != "NoSuchEntity":
             raise
     return removed
+
+
+def _role_owner(iam: Any, name: str) -> str | None:
+    """The role's owner tag; None when the role is gone or carries none."""
+    try:
+        tags = iam.get_role(RoleName=name)["Role"].get("Tags", [])
+    except ClientError as exc:
+        if error_code(exc) == "NoSuchEntity":
+            return None
+        raise
+    return next((t["Value"] for t in tags if t["Key"] == TAG_OWNER), None)
 
 
 def profile_exists(iam: Any, name: str) -> bool:

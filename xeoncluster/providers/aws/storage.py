@@ -36,14 +36,17 @@ def parse_s3_url(url: str) -> StorageLocation:
     return StorageLocation(url=url.rstrip("/"), container=bucket, prefix=prefix.strip("/"))
 
 
-def resolve(s3: Any, url: str, account: str, region: str, create: bool,
-            report: Callable[[str], None]) -> StorageLocation:
-    """`auto`: the account's bucket for the region (made if `create`); `s3://BUCKET/PREFIX`: checked.
+def resolve(s3: Any, url: str, account: str, region: str, create: bool, report: Callable[[str], None],
+            user: str = "") -> StorageLocation:
+    """`auto`: the account's bucket for the region, below `user`'s own prefix (made if `create` and the
+    caller may: an administrator's one-time step); `s3://BUCKET/PREFIX`: checked and used as named.
     Either must belong to `account`, which then goes with every request to it."""
     if url == "auto":
         bucket = auto_bucket(account, region)
         ensure_auto_bucket(s3, bucket, region, account, create, report)
-        return StorageLocation(url=f"s3://{bucket}", container=bucket, owner=account)
+        # Each user's runs live below their own id: their policy and every role's boundary reach no other.
+        return StorageLocation(url="/".join(("s3:/", bucket, *([user] if user else []))), container=bucket,
+                               prefix=user, owner=account)
     if not url.startswith("s3://"):
         raise ConfigError(f"storage: {url!r}: on AWS, runs are kept in S3", hint="storage: auto, or s3://BUCKET/PREFIX")
     location = replace(parse_s3_url(url), owner=account)
@@ -51,15 +54,21 @@ def resolve(s3: Any, url: str, account: str, region: str, create: bool,
     return location
 
 
+def setup_command(region: str) -> str:
+    """The administrator's one-time step that makes and locks down a region's auto bucket."""
+    return f"xeoncluster storage init --provider aws --region {region}"
+
+
 def ensure_auto_bucket(s3: Any, bucket: str, region: str, owner: str, create: bool,
                        report: Callable[[str], None]) -> None:
     """The account's bucket for this region: ours (another account's is refused), locked down, incomplete
-    uploads aborted, tagged. With `create`: made when missing, and what it lacks of the lock-down put back."""
+    uploads aborted, tagged. With `create`: made when missing, and what it lacks of the lock-down put back,
+    where the caller may (an administrator); a user's policy allows neither, so a user is told what is
+    missing and who fixes it."""
     if aws_bucket.owned(s3, bucket, owner, auto=True):
         missing = aws_bucket.lacking(s3, bucket, owner) if create else []
         if missing:
-            aws_bucket.lock_down(s3, bucket, owner, missing)
-            report(f"storage: bucket {bucket} lacked {', '.join(missing)}; fixed")
+            _fix_lock_down(s3, bucket, owner, region, missing, report)
         return
     if not create:
         return
@@ -69,6 +78,9 @@ def ensure_auto_bucket(s3: Any, bucket: str, region: str, owner: str, create: bo
     except ClientError as exc:
         if error_code(exc) == "BucketAlreadyExists":  # another account made it since the check
             raise aws_bucket.not_ours(bucket, owner, auto=True) from None
+        if error_code(exc) in aws_bucket.DENIED:
+            raise ConfigError(f"storage: the run bucket {bucket} does not exist, and your policy may not make it",
+                              hint=f"an administrator makes it once per region: {setup_command(region)}") from None
         if error_code(exc) != "BucketAlreadyOwnedByYou":
             raise _bucket_error(bucket, exc) from None
     aws_bucket.lock_down(s3, bucket, owner)
@@ -77,6 +89,19 @@ def ensure_auto_bucket(s3: Any, bucket: str, region: str, owner: str, create: bo
         "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": ABORT_INCOMPLETE_AFTER_DAYS}}]})
     s3.put_bucket_tagging(Bucket=bucket, ExpectedBucketOwner=owner,
                           Tagging={"TagSet": [{"Key": TAG_STORAGE, "Value": "runs"}]})
+
+
+def _fix_lock_down(s3: Any, bucket: str, owner: str, region: str, missing: list[str],
+                   report: Callable[[str], None]) -> None:
+    try:
+        aws_bucket.lock_down(s3, bucket, owner, missing)
+    except ClientError as exc:
+        if error_code(exc) not in aws_bucket.DENIED:
+            raise
+        report(f"storage: warning: bucket {bucket} lacks {', '.join(missing)}; an administrator puts it back: "
+               f"{setup_command(region)}")
+        return
+    report(f"storage: bucket {bucket} lacked {', '.join(missing)}; fixed")
 
 
 def check_named_bucket(s3: Any, bucket: str, region: str, owner: str, create: bool,
@@ -152,7 +177,7 @@ class S3Storage:
     def get_text(self, key: str) -> str | None:
         try:
             body = self.s3.get_object(Bucket=self.location.container, Key=key, **self.expect)["Body"]
-            return str(body.read().decode())
+            return str(body.read().decode(errors="replace"))  # a master's role writes the runs kept here
         except ClientError as exc:
             if error_code(exc) in ("NoSuchKey", "404"):
                 return None

@@ -17,34 +17,37 @@ from xeoncluster.providers.base import Removed
 SG_BACKOFF = (2, 4, 8, 15, 30, 30, 30)
 
 
-def remove_all(ec2: Any, iam: Any, cluster: str, region: str, wait: dict[str, int], sleep: Callable[[float], None],
-               events: Callable[[str], None]) -> Removed:
-    """Everything tagged with the cluster, and its master's role; idempotent."""
-    instance_ids, linked = find_instance_ids(ec2, cluster)
+def remove_all(ec2: Any, iam: Any, cluster: str, region: str, owner: str, wait: dict[str, int],
+               sleep: Callable[[float], None], events: Callable[[str], None]) -> Removed:
+    """Everything tagged with the cluster and `owner`, and its master's role; idempotent. What carries
+    the cluster's name but another owner is not touched: a colleague who tags an instance with our
+    cluster's name must not make our `down` fail, nor have theirs removed by it."""
+    found = cluster_filter(cluster, owner)
+    instance_ids, linked = find_instance_ids(ec2, found)
     # Cancel first so that no request launches a replacement while we terminate.
-    spot = cancel_spot_requests(ec2, cluster, linked)
+    spot = cancel_spot_requests(ec2, found, linked)
     if instance_ids:
         terminate_instances(ec2, instance_ids, wait)
-    groups = delete_security_groups(ec2, cluster, sleep, events)
-    keys = delete_key_pairs(ec2, cluster)
-    placement = delete_placement_groups(ec2, cluster, events)
-    roles = delete_master_role(iam, cluster, region)
+    groups = delete_security_groups(ec2, found, sleep, events)
+    keys = delete_key_pairs(ec2, found)
+    placement = delete_placement_groups(ec2, found, events)
+    roles = delete_master_role(iam, cluster, region, owner)
     return Removed({"instances": instance_ids, "spot_requests": spot, "security_group": groups,
                     "key_pair": keys, "placement_group": placement, "role": roles})
 
 
-def find_instance_ids(ec2: Any, cluster: str) -> tuple[list[str], list[str]]:
+def find_instance_ids(ec2: Any, found: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
     """(ids to terminate, spot request ids they came from) in any state but terminated."""
     reservations = paginate(ec2, "describe_instances", "Reservations", Filters=[
-        *cluster_filter(cluster), {"Name": "instance-state-name", "Values": [*LIVE_STATES, "shutting-down"]}])
+        *found, {"Name": "instance-state-name", "Values": [*LIVE_STATES, "shutting-down"]}])
     instances = [i for r in reservations for i in r.get("Instances", [])]
     return ([i["InstanceId"] for i in instances],
             [i["SpotInstanceRequestId"] for i in instances if i.get("SpotInstanceRequestId")])
 
 
-def cancel_spot_requests(ec2: Any, cluster: str, linked: list[str]) -> list[str]:
+def cancel_spot_requests(ec2: Any, found: list[dict[str, Any]], linked: list[str]) -> list[str]:
     tagged = paginate(ec2, "describe_spot_instance_requests", "SpotInstanceRequests",
-                      Filters=[*cluster_filter(cluster), {"Name": "state", "Values": ["open", "active"]}])
+                      Filters=[*found, {"Name": "state", "Values": ["open", "active"]}])
     ids = sorted({r["SpotInstanceRequestId"] for r in tagged} | set(linked))
     for batch in chunks(ids, 1000):
         with translated("cancelling spot requests"):
@@ -77,9 +80,9 @@ def terminate_if_present(ec2: Any, instance_id: str, wait: dict[str, int]) -> bo
     return True
 
 
-def delete_security_groups(ec2: Any, cluster: str, sleep: Callable[[float], None],
+def delete_security_groups(ec2: Any, found: list[dict[str, Any]], sleep: Callable[[float], None],
                            events: Callable[[str], None]) -> list[str]:
-    groups = ec2.describe_security_groups(Filters=cluster_filter(cluster))["SecurityGroups"]
+    groups = ec2.describe_security_groups(Filters=found)["SecurityGroups"]
     deleted = []
     for group in groups:
         _delete_group_with_backoff(ec2, group["GroupId"], sleep, events)
@@ -104,16 +107,16 @@ def _delete_group_with_backoff(ec2: Any, group_id: str, sleep: Callable[[float],
             sleep(delay)
 
 
-def delete_key_pairs(ec2: Any, cluster: str) -> list[str]:
-    pairs = ec2.describe_key_pairs(Filters=cluster_filter(cluster))["KeyPairs"]
+def delete_key_pairs(ec2: Any, found: list[dict[str, Any]]) -> list[str]:
+    pairs = ec2.describe_key_pairs(Filters=found)["KeyPairs"]
     for pair in pairs:
         with translated(f"deleting key pair {pair['KeyName']}"):
             ec2.delete_key_pair(KeyName=pair["KeyName"])
     return [p["KeyName"] for p in pairs]
 
 
-def delete_placement_groups(ec2: Any, cluster: str, events: Callable[[str], None]) -> list[str]:
-    groups = describe_placement_groups(ec2, cluster_filter(cluster))
+def delete_placement_groups(ec2: Any, found: list[dict[str, Any]], events: Callable[[str], None]) -> list[str]:
+    groups = describe_placement_groups(ec2, found)
     if groups is None:
         events("placement groups not checked: this endpoint does not implement DescribePlacementGroups")
         return []
