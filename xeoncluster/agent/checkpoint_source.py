@@ -19,6 +19,7 @@ from xeoncluster.errors import RemoteError
 from xeoncluster.providers.base import Node
 from xeoncluster.remote import NodeShell
 from xeoncluster.run_outputs import is_output
+from xeoncluster.runs.archive import HARD_LINKS_AS_FILES, unpack
 
 STAGING = ".xc-storage"
 FETCHED = "xc-storage-"  # the local copy of what was fetched over SSH, removed once stored
@@ -96,14 +97,17 @@ class OverSsh:
         wanted = " ".join(shlex.quote(n) for n in names)
         # None of `names` there (no TensorBoard files, say) is an empty archive, not an error.
         command = (f"cd {shlex.quote(self.run_dir)} && set -- $(ls -d {wanted} 2>/dev/null) && "
-                   f"tar -cf {shlex.quote(packed)} -T /dev/null \"$@\"")
+                   f"tar -cf {shlex.quote(packed)} {HARD_LINKS_AS_FILES} -T /dev/null \"$@\"")
         result = self.shell.run([self.master], command)[self.master.name]
         if not result.ok:
             raise RemoteError(f"cannot pack {', '.join(names)} on {self.master.name}: {result.last_line()}")
         local = Path(tempfile.mkdtemp(prefix=FETCHED))
-        self.shell.get(self.master, packed, local / "packed.tar")
-        with tarfile.open(local / "packed.tar") as tar:
-            tar.extractall(local / "files", filter="data")
+        try:
+            self.shell.get(self.master, packed, local / "packed.tar")
+            unpack(local / "packed.tar", local / "files", f"{self.master.name}'s run folder")
+        except BaseException:
+            shutil.rmtree(local, ignore_errors=True)
+            raise
         (local / "packed.tar").unlink()
         return local / "files"
 

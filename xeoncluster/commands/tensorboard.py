@@ -8,6 +8,7 @@ the cluster is gone they come from storage. Each run is one TensorBoard run, nam
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
 import socket
 import subprocess
@@ -89,21 +90,41 @@ def _from_cluster(ctx: CommandContext, run: str, target: Path) -> None:
         host = client.host_for(ctx, shell, cluster)
         staging = target / ".fetched"
         _fetch_folder(shell, master, f"{PACKAGE_ROOT}/runs/{run}", TENSORBOARD_DIR, staging / "ranks")
-        _merge(staging / "ranks" / TENSORBOARD_DIR, target / "ranks")
+        left_out = _merge(staging / "ranks" / TENSORBOARD_DIR, target / "ranks")
         nodes = client.run_folder(host, ctx.config.name, run).file(RunFolder.TENSORBOARD)
         if isinstance(host, LocalHost):
-            _merge(Path(nodes), target / "nodes")
+            left_out += _merge(Path(nodes), target / "nodes")
         else:
             _fetch_folder(shell, master, nodes.rsplit("/", 1)[0], RunFolder.TENSORBOARD, staging / "nodes")
-            _merge(staging / "nodes" / RunFolder.TENSORBOARD, target / "nodes")
+            left_out += _merge(staging / "nodes" / RunFolder.TENSORBOARD, target / "nodes")
         shutil.rmtree(staging, ignore_errors=True)
+        if left_out:
+            ctx.reporter.warn(f"run {run}: left out of TensorBoard, links or neither file nor folder: "
+                              f"{', '.join(repr(name) for name in left_out)}")
     finally:
         shell.close()
 
 
-def _merge(source: Path, target: Path) -> None:
-    if source.is_dir():
-        shutil.copytree(source, target, dirs_exist_ok=True)
+def _merge(source: Path, target: Path, below: str = "") -> list[str]:
+    """Copy `source`'s files and folders into `target`, over older copies; what else it holds (links,
+    above all) is left out and its names returned. Event folders hold no links, and following them
+    copied the folder into itself: two links to it made 2^40 copies to come."""
+    if not source.is_dir():
+        return []
+    target.mkdir(parents=True, exist_ok=True)
+    left_out = []
+    with os.scandir(source) as entries:
+        for entry in entries:
+            there, name = target / entry.name, f"{below}{entry.name}"
+            if there.is_symlink():  # never made here: a copy must not write through it
+                left_out.append(name)
+            elif entry.is_dir(follow_symlinks=False):
+                left_out += _merge(Path(entry.path), there, f"{name}/")
+            elif entry.is_file(follow_symlinks=False):
+                shutil.copy2(entry.path, there)
+            else:
+                left_out.append(name)
+    return left_out
 
 
 def _fetch_folder(shell: NodeShell, master: Node, parent: str, name: str, into: Path) -> None:

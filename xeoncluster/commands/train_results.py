@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from xeoncluster.remote import NodeShell
 from xeoncluster.remote_command import all_of, quietly, remote_command
 from xeoncluster.remote_layout import PACKAGE_ROOT
 from xeoncluster.run_outputs import TASK_RESULTS, tar_excludes
+from xeoncluster.runs.archive import HARD_LINKS_AS_FILES, unpack
 
 OPTIONAL_RESULTS = TASK_RESULTS[1:]  # what a built-in task leaves next to metrics.json
 
@@ -53,24 +53,23 @@ def fetch_results(shell: NodeShell, master: Node, run: str, run_dir: Path, fetch
 def _fetch_model(shell: NodeShell, master: Node, remote_run: str, run_dir: Path, target: Path) -> Path:
     packed = f"{remote_run}/model.tar.gz"
     target.mkdir(parents=True, exist_ok=True)
-    fetch_packed(shell, master, remote_command("tar", "-C", remote_run, "-czf", packed, "model"), packed, "the model",
-                  run_dir / "model.tar.gz", target)
+    pack = remote_command("tar", "-C", remote_run, "-czf", packed, HARD_LINKS_AS_FILES, "model")
+    fetch_packed(shell, master, pack, packed, "the model", run_dir / "model.tar.gz", target)
     return target / "model"
 
 
 def fetch_packed(shell: NodeShell, master: Node, pack: str, packed: str, what: str, archive: Path,
                   target: Path) -> list[str]:
-    """Run `pack` on the master, bring its archive `packed` back and unpack it into `target`; the
-    files it held."""
+    """Run `pack` on the master, bring its archive `packed` back and unpack it into `target` by
+    runs/archive's rule; the files it held, as checked names below `target`."""
     result = shell.run([master], pack)[master.name]
     if not result.ok:
         raise RemoteError(f"could not pack {what} on {master.name}: {result.last_line()}")
     shell.get(master, packed, archive)
-    with tarfile.open(archive) as tar:
-        names = [m.name for m in tar.getmembers() if m.isfile()]
-        tar.extractall(target, filter="data")
-    archive.unlink()
-    return names
+    try:
+        return unpack(archive, target, f"{what} from {master.name}")
+    finally:
+        archive.unlink(missing_ok=True)
 
 
 def _fetch_optional(shell: NodeShell, master: Node, remote_run: str, run_dir: Path) -> list[Path]:
@@ -89,7 +88,8 @@ def _fetch_outputs(shell: NodeShell, master: Node, remote_run: str, run_dir: Pat
     packed = f"{remote_run}.xc-results.tar.gz"  # beside the folder: storage may be snapshotting inside it
     # Exit 1 is GNU tar's "file changed as we read it": the agent's storage snapshot links and unlinks
     # its own files in the folder meanwhile, never the script's output.
-    pack = remote_command("tar", "-C", remote_run, "-czf", packed, "--warning=no-file-changed", *tar_excludes(), ".")
+    pack = remote_command("tar", "-C", remote_run, "-czf", packed, "--warning=no-file-changed", HARD_LINKS_AS_FILES,
+                          *tar_excludes(), ".")
     names = fetch_packed(shell, master, f"{pack} || [ $? -eq 1 ]", packed, "the run's output",
                           run_dir / ".xc-results.tar.gz", run_dir)
     shell.run([master], remote_command("rm", "-f", packed))
