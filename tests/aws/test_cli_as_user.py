@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aws_helpers import UBUNTU_AMI, instances
@@ -137,19 +138,13 @@ def test_another_user_holding_the_same_policy_is_refused_the_first_user_s_cluste
     assert as_user.denied() == {"xc-colleague ec2:TerminateInstances": 1}
 
 
-def test_the_run_agent_replaces_a_worker_for_the_user_who_made_the_cluster(
-        xc, as_user: GatedServer, ec2, shell, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The agent on the master acts with the master's role, whose session is another identity: it tags
-    what it launches with the owner `up` recorded in the state, which the role's policy requires."""
+def the_agent_of_t1(xc, shell, ec2, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The run agent's context on t1's master: the master's role session, as IMDS hands it out."""
     import boto3
-    from test_cli_repair import spot_interrupt
 
     from xeoncluster.agent import context as agent_context
     from xeoncluster.context import make_context
-    from xeoncluster.operations.repair import repair
 
-    assert xc("up", "--name", "t1", "--nodes", "2").code == 0
-    [maker] = {t["Value"] for i in instances(ec2) for t in i["Tags"] if t["Key"] == "xeoncluster:owner"}
     role = "arn:aws:iam::123456789012:role/xeoncluster-t1-us-east-1"
     master = next(i["InstanceId"] for i in instances(ec2) if "IamInstanceProfile" in i)
     creds = boto3.client("sts").assume_role(RoleArn=role, RoleSessionName=master)["Credentials"]
@@ -158,7 +153,20 @@ def test_the_run_agent_replaces_a_worker_for_the_user_who_made_the_cluster(
         monkeypatch.setenv(name, creds[key])
     monkeypatch.setattr(agent_context, "make_context",
                         lambda config: make_context(config, xc.provider_factory, shell.factory))
-    ctx = agent_context.agent_context("t1")
+    return agent_context.agent_context("t1")
+
+
+def test_the_run_agent_replaces_a_worker_for_the_user_who_made_the_cluster(
+        xc, as_user: GatedServer, ec2, shell, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The agent on the master acts with the master's role, whose session is another identity: it tags
+    what it launches with the owner `up` recorded in the state, which the role's policy requires."""
+    from test_cli_repair import spot_interrupt
+
+    from xeoncluster.operations.repair import repair
+
+    assert xc("up", "--name", "t1", "--nodes", "2").code == 0
+    [maker] = {t["Value"] for i in instances(ec2) for t in i["Tags"] if t["Key"] == "xeoncluster:owner"}
+    ctx = the_agent_of_t1(xc, shell, ec2, monkeypatch)
     record = ctx.state.load()
     assert record is not None and record.owner == maker
     spot_interrupt(record.node("node1").id)
@@ -166,6 +174,27 @@ def test_the_run_agent_replaces_a_worker_for_the_user_who_made_the_cluster(
     replacement = next(i for i in instances(ec2) if i["InstanceId"] == record.node("node1").id)
     assert {"Key": "xeoncluster:owner", "Value": maker} in replacement["Tags"]
     assert as_user.denied() == {} and as_user.gate.allowed["xeoncluster-t1-us-east-1 ec2:RunInstances"] == 1
+
+
+def test_the_run_agent_launches_nothing_beyond_the_cluster_s_size_plus_its_replacements(
+        xc, as_user: GatedServer, ec2, shell, monkeypatch: pytest.MonkeyPatch) -> None:
+    """IAM cannot count: code on the master holds the role too, and may launch the cluster's type. The
+    agent holds itself to the cluster's size plus the replacements under way."""
+    from test_cli_repair import spot_interrupt
+
+    from xeoncluster.errors import ProviderError
+    from xeoncluster.operations.repair import recorded_base, recorded_image, repair
+
+    assert xc("up", "--name", "t1", "--nodes", "2").code == 0
+    ctx = the_agent_of_t1(xc, shell, ec2, monkeypatch)
+    record = ctx.state.load()
+    # What the user's script on the master can do with the role: one more of the cluster's own launch.
+    stray = ctx.provider.launch(ctx.config, 1, recorded_image(record), "worker", 5, near=record.node("node0"),
+                                base=recorded_base(record))
+    spot_interrupt(record.node("node1").id)
+    with pytest.raises(ProviderError, match=r"not launching 1 more instance\(s\) for cluster t1: it has 2 running"):
+        repair(ctx, record, ctx.shell(), [record.node("node1")], len(record.nodes))
+    assert sorted(i["InstanceId"] for i in instances(ec2)) == sorted([record.node("node0").id, stray[0].id])
 
 
 def test_a_colleague_s_failed_bake_of_the_same_image_stays_and_another_is_baked_beside_it(

@@ -14,8 +14,9 @@ import json
 import subprocess
 from dataclasses import replace
 
+import pytest
 from aws_helpers import write_config
-from recording_shell import fake_host_key
+from recording_shell import fake_host_key, listed_record
 
 from xeoncluster.config import load_config
 from xeoncluster.providers.base import Node
@@ -146,7 +147,7 @@ def master_keeps_runs(shell, monkeypatch, listed: RunRecord, read: RunRecord) ->
 
     def answer(call):
         if "*/run.json" in call.command:
-            return CommandResult(call.node, 0, listed.model_dump_json() + "\x1e", "")
+            return CommandResult(call.node, 0, listed_record(listed.run, listed.model_dump_json()), "")
         if "run.json" in call.command and "tail -c" in call.command:
             return CommandResult(call.node, 0, read.model_dump_json() + "\x1e", "")
         return real(call)
@@ -169,8 +170,9 @@ def test_a_run_record_that_names_a_folder_outside_results_is_refused(xc, shell, 
     assert named.code == 1 and f"names run {CLIMB!r}: refused" in named.error, named.err
 
     master_keeps_runs(shell, monkeypatch, listed=evil, read=evil)
-    newest = xc("logs", "--name", "t1")
-    assert newest.code == 1 and f"names run {CLIMB!r}: refused (not a run name)" in newest.error, newest.err
+    newest = xc("logs", "--name", "t1")  # the one record listed is left out, with one line (issue 34, finding 8)
+    assert newest.code == 2 and "has no run yet" in newest.error, newest.err
+    assert f"names run {CLIMB!r}: refused (not a run name); left out" in newest.err_lines[0], newest.err
 
     assert not (tmp_path / ".config").exists() and outside(tmp_path, xc_home) == []
 
@@ -221,3 +223,47 @@ def test_storage_lists_no_run_whose_record_is_not_the_one_its_key_names(xc):
     assert [r["run"] for r in json.loads(listed.out)] == ["r1"]
     assert len([line for line in listed.err_lines if line.endswith("; left out")]) == 4, listed.err
     assert "refused (not a run record: the text: Invalid JSON: EOF" in listed.err, listed.err
+
+
+# -- issue 34, finding 12: the index-base tag is the master's role's to write ------------------------
+@pytest.mark.parametrize("tag", ["abc", "-3", "99999", "1e3", "٣"])
+def test_an_instance_whose_index_tag_is_no_index_is_left_out_of_status(xc, ec2, tag):
+    assert xc("up", "--name", "t1", "--nodes", "2").code == 0
+    master, worker = StateDir("t1").load().node_list()
+    ec2.create_tags(Resources=[worker.id], Tags=[{"Key": "xeoncluster:index-base", "Value": tag}])
+
+    status = xc("status", "--name", "t1", "--json")
+
+    assert status.code == 0, status.err
+    lines = [line for line in status.err_lines if worker.id in line]
+    assert len(lines) == 1 and f"xeoncluster:index-base={tag!r}" in lines[0] and lines[0].endswith("left out"), \
+        status.err
+    assert [n["id"] for n in json.loads(status.out)["nodes"]] == [master.id]
+
+
+# -- issue 34, finding 3: a node is ours only when the provider shows our owner tag on it -------------
+def test_an_instance_tagged_with_the_cluster_by_another_owner_is_never_adopted_nor_removed(
+        xc, ec2, shell, xc_home, monkeypatch):
+    assert xc("up", "--name", "t1", "--nodes", "2").code == 0
+    record = StateDir("t1").load()
+    before = pins(xc_home)
+    master = record.node("node0")
+    ec2.terminate_instances(InstanceIds=[record.node("node1").id])
+    # What a colleague (or another cluster's master role) can launch: our cluster's tags, another owner.
+    foreign = ec2.run_instances(
+        ImageId=ec2.describe_instances(InstanceIds=[master.id])["Reservations"][0]["Instances"][0]["ImageId"],
+        MinCount=1, MaxCount=1, InstanceType="c7i.2xlarge", TagSpecifications=[{"ResourceType": "instance", "Tags": [
+            {"Key": "xeoncluster:cluster", "Value": "t1"}, {"Key": "xeoncluster:role", "Value": "worker"},
+            {"Key": "xeoncluster:owner", "Value": "AIDACOLLEAGUE0000001"},
+            {"Key": "xeoncluster:index-base", "Value": "1"}]}])["Instances"][0]["InstanceId"]
+    console_shows_keys(monkeypatch, {foreign})
+
+    status = xc("status", "--name", "t1", "--json")
+
+    assert foreign not in status.out and foreign not in (xc_home / "clusters" / "t1" / "ssh_config").read_text()
+    assert pins(xc_home) == before and key_of(foreign) not in (xc_home / "clusters" / "t1" / "known_hosts").read_text()
+    assert [(n.name, n.id) for n in StateDir("t1").load().node_list()] == [
+        ("node0", master.id), ("node1", record.node("node1").id)]
+    assert xc("down", "--name", "t1").code == 0
+    left = ec2.describe_instances(InstanceIds=[foreign])["Reservations"][0]["Instances"][0]
+    assert left["State"]["Name"] == "running"  # a colleague's instance is not ours to remove

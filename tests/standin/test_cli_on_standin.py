@@ -24,6 +24,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = "sic"
+ADMIN = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}  # the stand-in's administrator
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,12 @@ class Cli:
     def state(self, name: str = CLUSTER) -> dict[str, Any]:
         return json.loads((self.home / "clusters" / name / "state.json").read_text())
 
+    def runs_key(self, run: str, name: str = CLUSTER) -> str:
+        """Where the user's runs of a cluster are in the auto bucket: below their own id."""
+        user = boto3.client("sts", aws_access_key_id=self.credentials["AWS_ACCESS_KEY_ID"],
+                            aws_secret_access_key=self.credentials["AWS_SECRET_ACCESS_KEY"]).get_caller_identity()
+        return f"{user['UserId']}/{name}/runs/{run}"
+
     def node_id(self, node: str, name: str = CLUSTER) -> str:
         return next(n["id"] for n in self.state(name)["nodes"] if n["name"] == node)
 
@@ -63,6 +70,9 @@ def cli(standin: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cli]
     config = home / "cluster.yaml"
     config.write_text(Path(standin.script("config").stdout.strip()).read_text() + "image_strategy: bake-first\n")
     cli = Cli(home, config, documented_user("standin-user"))
+    # The administrator's one-time step: the account's run bucket, made and locked down (a user may not).
+    subprocess.run(cli.argv("storage", "init", "--provider", "aws"), env={**cli.env(), **ADMIN}, check=True,
+                   cwd=home, capture_output=True)
     yield cli
     for state in (home / "clusters").glob("*/state.json"):
         cli("down", "--name", state.parent.name, "--purge-images")
@@ -375,7 +385,7 @@ def why(cli: Cli, run: str, record: dict[str, Any] | None) -> str:
 
 def durable_steps(cli: Cli, run: str) -> list[int]:
     bucket = cli.state()["storage"]["container"]
-    listed = boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix=f"{CLUSTER}/runs/{run}/checkpoints/")
+    listed = boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix=f"{cli.runs_key(run)}/checkpoints/")
     return sorted(int(o["Key"].split("/")[-2].split("-")[1]) for o in listed.get("Contents", [])
                   if o["Key"].endswith("/MANIFEST.json"))
 
@@ -399,14 +409,13 @@ def test_a_run_that_loses_every_instance_resumes_from_s3_after_up(standin: Any, 
     resumed = cli.ok("train", "squad", "--name", CLUSTER, "--demo", "--resume", "--",
                      "--max-steps", "240", "--save-steps", "40")
     bucket = cli.state()["storage"]["container"]
-    where = f"s3://{bucket}/{CLUSTER}/runs/durable"
+    where = f"s3://{bucket}/{cli.runs_key('durable')}"
     assert f"checkpoint-{max(kept)} brought back from {where}" in resumed.stdout + resumed.stderr
     metrics = json.loads((cli.home / "results" / CLUSTER / "durable" / "metrics.json").read_text())
     assert metrics["global_steps"] == 240 and metrics["resumed_from_step"] >= max(kept), metrics
-    stored = {o["Key"] for o in boto3.client("s3").list_objects_v2(
-        Bucket=bucket, Prefix=f"{CLUSTER}/runs/durable/")["Contents"]}
-    assert {f"{CLUSTER}/runs/durable/results/metrics.json", f"{CLUSTER}/runs/durable/model/config.json",
-            f"{CLUSTER}/runs/durable/train.log"} <= stored
+    key = cli.runs_key("durable")
+    stored = {o["Key"] for o in boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix=f"{key}/")["Contents"]}
+    assert {f"{key}/results/metrics.json", f"{key}/model/config.json", f"{key}/train.log"} <= stored
     calls = json.loads(standin.script("status").stdout)["role_calls"]["allowed"]
     assert calls.get(f"xeoncluster-{CLUSTER}-us-east-1 s3:PutObject", 0) >= 1, calls  # the agent stored them
 
@@ -470,7 +479,7 @@ def test_down_leaves_nothing_and_purge_removes_the_layers(standin: Any, cli: Cli
     assert not [k for k in client.describe_key_pairs()["KeyPairs"] if k["KeyName"].startswith("xeoncluster-")]
     assert not [r for r in boto3.client("iam").list_roles()["Roles"] if r["RoleName"].startswith("xeoncluster-")]
     bucket = f"xeoncluster-{boto3.client('sts').get_caller_identity()['Account']}-us-east-1"
-    assert boto3.client("s3").head_object(Bucket=bucket, Key=f"{CLUSTER}/runs/durable/results/metrics.json")
+    assert boto3.client("s3").head_object(Bucket=bucket, Key=f"{cli.runs_key('durable')}/results/metrics.json")
     assert (cli.home / "results" / CLUSTER / "durable" / "metrics.json").exists()  # down keeps both
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and any(standin.paths.instances.iterdir()):

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from xeoncluster.agent.recovery import restore_checkpoint
 from xeoncluster.context import CommandContext
+from xeoncluster.operations.launch_ceiling import check_ceiling
 from xeoncluster.operations.repair import recorded_base, recorded_image
 from xeoncluster.operations.up_nodes import add_nodes, check_mesh, playbook_runner, write_cluster_files
 from xeoncluster.playbook import load_playbooks
@@ -55,6 +56,7 @@ class Replacement:
         index = max(int(n.name.removeprefix("node")) for n in record.node_list()) + 1
         master = record.node_list()[0]
         with ctx.reporter.step(f"launch node{index} to replace {self.old.name} ahead of its loss"):
+            check_ceiling(ctx, record, 1, replacing=1)
             [new] = ctx.provider.launch(ctx.config, 1, recorded_image(record), "worker", index, near=master,
                                         base=recorded_base(record))
             add_nodes(ctx, record, [new], shell)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import XeonClusterError
+from xeoncluster.operations.launch_ceiling import check_ceiling
 from xeoncluster.operations.up_nodes import add_nodes, check_mesh, playbook_runner, write_cluster_files
 from xeoncluster.playbook import load_playbooks
 from xeoncluster.providers.base import Image, Node
@@ -101,6 +102,7 @@ def _replace(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, dead:
             ctx.state.forget_host(node.name)
             ctx.state.save(record)
             result.replaced.append(node.name)
+            check_ceiling(ctx, record, 1)
             new = ctx.provider.launch(ctx.config, 1, recorded_image(record), node.role, _index(node),
                                       near=_master(record), base=recorded_base(record))
             add_nodes(ctx, record, new, shell)
@@ -114,6 +116,7 @@ def _grow(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, grow_to:
     first = max(_index(n) for n in record.node_list()) + 1
     with ctx.reporter.step(f"add {count} worker(s)"):
         result.added.extend(f"node{first + i}" for i in range(count))
+        check_ceiling(ctx, record, count, size=grow_to)
         new = ctx.provider.launch(ctx.config, count, recorded_image(record), "worker", first, near=_master(record),
                                   base=recorded_base(record))
         add_nodes(ctx, record, new, shell)
