@@ -7,6 +7,8 @@ import time
 
 from pydantic import BaseModel
 
+from xeoncluster.untrusted import Amount, Pid, Timestamp
+
 SETTINGS = "autostop.json"
 STATUS = "watch.json"
 
@@ -20,9 +22,9 @@ def minutes(value: float) -> str:
 
 
 class AutoStop(BaseModel):
-    idle_minutes: float
-    max_hours: float | None = None
-    created_at: float  # the cluster's: where max_hours counts from
+    idle_minutes: Amount
+    max_hours: Amount | None = None
+    created_at: Timestamp  # the cluster's: where max_hours counts from
 
     @property
     def off(self) -> bool:
@@ -55,10 +57,10 @@ class WatchStatus(BaseModel):
     """What the watch agent saw at its last check."""
 
     state: str                  # "watching", "removing" or "off"
-    checked_at: float
-    idle_since: float
+    checked_at: Timestamp
+    idle_since: Timestamp
     busy: str = ""              # why the cluster is not idle: "run r1 is running", "an SSH session on node1"
-    pid: int | None = None
+    pid: Pid | None = None
 
     def describe(self, settings: AutoStop, now: float) -> str:
         if self.state == "removing":

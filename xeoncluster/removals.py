@@ -12,8 +12,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from xeoncluster import untrusted
 from xeoncluster.state import atomic_write, xeoncluster_home
 from xeoncluster.storage.base import Storage
+from xeoncluster.untrusted import Timestamp
 
 REMOVED = "removed.json"
 
@@ -21,7 +23,7 @@ REMOVED = "removed.json"
 class Removal(BaseModel):
     cluster: str
     provider: str
-    at: float
+    at: Timestamp
     by: str            # "down", "idle" or "deadline"
     detail: str = ""   # e.g. "after 60 idle minutes"
     config: dict[str, Any] = Field(default_factory=dict)  # what it was created with: its runs' storage
@@ -44,7 +46,7 @@ def record_removal(removal: Removal, home: Path | None = None) -> None:
 
 def find_removal(name: str, home: Path | None = None) -> Removal | None:
     try:
-        return Removal.model_validate_json(_path(name, home).read_text())
+        return Removal.model_validate_json(_path(name, home).read_text(errors="replace"))
     except (OSError, ValueError):
         return None
 
@@ -59,10 +61,16 @@ def store_removal(storage: Storage, removal: Removal) -> None:
 
 
 def stored_removal(storage: Storage, cluster: str, since: float) -> Removal | None:
-    """The cluster's removal of itself, if storage holds one newer than `since` (its creation)."""
+    """The cluster's removal of itself, if storage holds one newer than `since` (its creation). A master's
+    role writes there: a record that names another cluster is refused. It is a claim, not a fact: the
+    caller confirms it with the provider."""
+    key = storage.location.key(cluster, REMOVED)
     try:
-        text = storage.get_text(storage.location.key(cluster, REMOVED))
+        text = storage.get_text(key)
         removal = Removal.model_validate_json(text) if text else None
     except ValueError:
         return None
+    if removal is not None and removal.cluster != cluster:
+        raise untrusted.refused(f"the removal record {key!r} in {storage.location.url}", "cluster", removal.cluster,
+                                f"it is kept under '{cluster}'")
     return removal if removal is not None and removal.at >= since else None

@@ -11,6 +11,9 @@ from __future__ import annotations
 import ipaddress
 import re
 from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field
 
 from xeoncluster.errors import XeonClusterError
 from xeoncluster.providers.base import Node
@@ -24,6 +27,18 @@ KEY_TYPES = ("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp3
              "sk-ssh-ed25519@openssh.com", "sk-ecdsa-sha2-nistp256@openssh.com")
 HOST_KEY = re.compile(rf"(?:{'|'.join(re.escape(t) for t in KEY_TYPES)}) [A-Za-z0-9+/]{{1,16384}}={{0,2}}")
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# Numbers in records from the cluster: finite, and in a range no honest record leaves. Beyond it a value
+# is forged, and formatting it overflows (time.localtime(1e300)) or hides every other run in a table.
+LATEST = 2 ** 33   # a clock time in seconds: the year 2242
+MOST = 1e15        # seconds, dollars, bytes per second, percent: far above any real one
+MOST_STEPS = 2 ** 53
+Timestamp = Annotated[float, Field(ge=0, le=LATEST, allow_inf_nan=False)]
+Amount = Annotated[float, Field(ge=0, le=MOST, allow_inf_nan=False)]
+Measure = Annotated[float, Field(ge=-MOST, le=MOST, allow_inf_nan=False)]  # a loss or a score: either sign
+Count = Annotated[int, Field(ge=0, le=MOST_STEPS)]
+ExitCode = Annotated[int, Field(ge=-(2 ** 31), le=2 ** 31)]  # negative: the signal that ended the job
+Pid = Annotated[int, Field(ge=1, le=2 ** 22)]  # Linux's PID_MAX_LIMIT; 0 or -1 would make `kill` signal a group
+
 HINT = ("the cluster's master (or a process on it) wrote what this machine refuses to use; "
         "`xeoncluster down` removes the cluster if it cannot be trusted")
 

@@ -97,6 +97,11 @@ class ShellLog:
         return CommandResult(call.node, 0, "".join(f"MISSING {m}\n" for m in missing), "")
 
 
+def listed_record(run: str, text: str, cluster: str = "t1") -> str:
+    """One run record as the master answers the CLI's listing of them: its path, its text, a separator."""
+    return f"/home/ubuntu/xeoncluster/agent/clusters/{cluster}/runs/{run}/run.json\n{text}\x1e"
+
+
 def fake_host_key(node: Node) -> str:
     body = base64.b64encode(b"\x00\x00\x00\x0bssh-ed25519" + node.id.encode().ljust(32, b"\x00")).decode()
     return f"ssh-ed25519 {body}"

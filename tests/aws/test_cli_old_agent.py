@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from recording_shell import listed_record
+
 from tests.unit.test_old_records import RUN_JSON_0_1
 from xeoncluster.contract import VERSION
 from xeoncluster.remote import CommandResult
@@ -20,7 +22,7 @@ def master_from_0_1(shell, monkeypatch, running: bool = False) -> None:
 
     def answer(call):
         if "*/run.json" in call.command:
-            return CommandResult(call.node, 0, json.dumps(record) + "\x1e", "")
+            return CommandResult(call.node, 0, listed_record(record["run"], json.dumps(record)), "")
         if running and "/proc/4242/cmdline" in call.command:
             return CommandResult(call.node, 0, "alive\n", "")
         return real(call)

@@ -7,11 +7,13 @@ takes. Stall detection waits for the launch's first step, since loading a model 
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
 from xeoncluster.runs.record import Live
+from xeoncluster.untrusted import LATEST, MOST
 
 WINDOW = 64
 STALL_FACTOR = 10.0  # a step this many times slower than the median is a hang
@@ -55,7 +57,14 @@ class Pace:
     def live(self, step: int, total: int | None, cost_usd: float, usd_per_hour: float) -> Live:
         seconds = self.step_seconds()
         eta = self.eta(step, total)
-        return Live(loss=self.loss, step_seconds=seconds, steps_per_second=1 / seconds if seconds else None,
-                    eta_seconds=eta, last_step_at=self.points[-1][0] if self.points else None,
-                    projected_cost_usd=None if eta is None else cost_usd + usd_per_hour * eta / 3600,
-                    evals=dict(self.evals))
+        return Live(loss=within(self.loss, -MOST), step_seconds=within(seconds),
+                    steps_per_second=within(1 / seconds) if seconds else None, eta_seconds=within(eta),
+                    last_step_at=within(self.points[-1][0], 0.0, LATEST) if self.points else None,
+                    projected_cost_usd=None if eta is None else within(cost_usd + usd_per_hour * eta / 3600),
+                    evals={k: v for k, v in self.evals.items() if within(v, -MOST) is not None})
+
+
+def within(value: float | None, low: float = 0.0, high: float = MOST) -> float | None:
+    """A value the run record takes, or none: a diverged loss (NaN) or a rank's clock that stepped back
+    must not stop the agent from writing the record."""
+    return value if value is not None and math.isfinite(value) and low <= value <= high else None

@@ -26,6 +26,7 @@ from xeoncluster.remote import NodeShell
 from xeoncluster.remote_command import remote_command
 from xeoncluster.remote_layout import NODE_LIB, RemoteLayout
 from xeoncluster.runs.record import NodeUse, RunFiles
+from xeoncluster.untrusted import MOST, Timestamp
 
 SAMPLE_SECONDS = 5.0
 LOW_FRACTION = 0.5   # below this share of the median CPU use of the nodes...
@@ -36,8 +37,8 @@ USAGE_MODULE = "xeoncluster.node.usage"
 class Sample(BaseModel):
     """What xeoncluster/node/usage.py prints on a node."""
 
-    time: float
-    cpu_seconds: float = Field(ge=0)
+    time: Timestamp
+    cpu_seconds: float = Field(ge=0, allow_inf_nan=False)
     cpus: int = Field(ge=1)
     rss: int = Field(ge=0)
     mem_total: int = Field(ge=0)
@@ -48,10 +49,11 @@ class Sample(BaseModel):
 def rates(before: Sample, now: Sample) -> NodeUse:
     span = max(now.time - before.time, 1e-3)
     cpu = 100 * max(0.0, now.cpu_seconds - before.cpu_seconds) / (span * now.cpus)
+    # min(): a node's counters are its own to report; the run record takes no rate beyond MOST
     return NodeUse(cpu_percent=round(min(cpu, 100.0), 1),
-                   mem_percent=round(100 * now.rss / now.mem_total, 1) if now.mem_total else 0.0,
-                   rx_bytes_per_s=round(max(0, now.rx - before.rx) / span), at=now.time,
-                   tx_bytes_per_s=round(max(0, now.tx - before.tx) / span))
+                   mem_percent=round(min(100 * now.rss / now.mem_total, MOST), 1) if now.mem_total else 0.0,
+                   rx_bytes_per_s=round(min(max(0, now.rx - before.rx) / span, MOST)), at=now.time,
+                   tx_bytes_per_s=round(min(max(0, now.tx - before.tx) / span, MOST)))
 
 
 def mark_low(uses: dict[str, NodeUse]) -> dict[str, NodeUse]:

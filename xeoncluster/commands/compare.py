@@ -62,7 +62,7 @@ def _metrics(ctx: CommandContext, record: RunRecord) -> dict[str, Any]:
         except (XeonClusterError, OSError) as exc:
             ctx.reporter.warn(f"run {record.run}: its metrics could not be fetched ({exc}); shown without them")
     try:
-        data = json.loads(path.read_text()) if path.exists() else {}
+        data = json.loads(path.read_text(errors="replace")) if path.exists() else {}
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

@@ -68,7 +68,7 @@ def list_runs(ctx: CommandContext) -> RunsResult:
         if removal is None:
             raise
         return _stored(ctx, f"{removal.describe()}; these runs are kept in storage")
-    records = client.list_records(host, ctx.config.name)
+    records = client.list_records(host, ctx.config.name, ctx.reporter.warn)
     alive = {r.run: client.agent_alive(host, r) for r in records if not r.state.finished}
     notes = [_orphan_note(record, f"its agent on {host.name} is gone") for record in records
              if not record.state.finished and not alive[record.run]]
@@ -93,7 +93,7 @@ def _orphan_note(record: RunRecord, why: str) -> str:
 
 def pick(ctx: CommandContext, host: AgentHost, run: str | None) -> RunRecord:
     """The named run, or the newest; bad input (no such run, no run yet) is one line and exit 2."""
-    records = client.list_records(host, ctx.config.name)
+    records = client.list_records(host, ctx.config.name, ctx.reporter.warn)
     if not records:
         raise ConfigError(f"cluster '{ctx.config.name}' has no run yet",
                           hint=f"start one with `xeoncluster train squad --name {ctx.config.name}`")

@@ -3,7 +3,9 @@
 still here, from the record its watch agent left in storage before the instances went."""
 from __future__ import annotations
 
+from xeoncluster import untrusted
 from xeoncluster.context import CommandContext
+from xeoncluster.errors import XeonClusterError
 from xeoncluster.removals import Removal, find_removal, stored_removal
 from xeoncluster.state import ClusterRecord
 
@@ -15,9 +17,30 @@ def removed_itself(ctx: CommandContext, record: ClusterRecord | None) -> Removal
     if record.storage is None:
         return None
     try:
-        return stored_removal(ctx.provider.open_storage(record.storage), ctx.config.name, record.created_at)
+        found = stored_removal(ctx.provider.open_storage(record.storage), ctx.config.name, record.created_at)
+    except untrusted.Refused as exc:
+        ctx.reporter.warn(f"{exc.message}; ignored")
+        return None
     except Exception:  # noqa: BLE001 - storage that does not answer only loses this explanation
         return None
+    return found if found is None else confirmed(ctx, found)
+
+
+def confirmed(ctx: CommandContext, removal: Removal) -> Removal | None:
+    """A removal read from storage, once the provider lists no node of the cluster. The master's role can
+    write that record; believing it of a live cluster would make `up` build it again beside itself."""
+    claim = f"storage says cluster '{ctx.config.name}' removed itself"  # not its words: the master wrote them
+    try:
+        live = ctx.provider.nodes(ctx.config, priced=False)
+    except XeonClusterError as exc:
+        ctx.reporter.warn(f"{claim}, and {ctx.config.provider} could not confirm it ({exc.message}); "
+                          "the record is ignored")
+        return None
+    if live:
+        ctx.reporter.warn(f"{claim}, but {ctx.config.provider} still lists {len(live)} live node(s) of it; "
+                          "the record is ignored")
+        return None
+    return removal
 
 
 def removed(ctx: CommandContext, record: ClusterRecord | None) -> Removal | None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -12,7 +14,7 @@ from xeoncluster.commands.train_results import Fetched, results_dir
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import ConfigError
 from xeoncluster.runs.record import RunRecord
-from xeoncluster.runs.record_checks import checked
+from xeoncluster.runs.record_checks import checked, not_a_record
 from xeoncluster.runs.stored_checkpoints import durable_steps
 from xeoncluster.storage.base import Storage, StorageLocation
 from xeoncluster.train_plan import RUN_NAME
@@ -62,10 +64,7 @@ def _stored_record(storage: Storage, location: StorageLocation, key: str, cluste
     try:
         record = RunRecord.model_validate_json(text)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "the text"
-        raise untrusted.refused(source, "a record", text[:40],
-                                f"not a run record: {where}: {first['msg']}"[:160]) from None
+        raise untrusted.refused(source, "a record", text[:40], not_a_record(exc)) from None
     untrusted.same_run(record.run, run, source)
     if record.cluster != cluster:
         raise untrusted.refused(source, "cluster", record.cluster, f"it is kept under '{cluster}'")
@@ -101,8 +100,17 @@ def fetch_stored_results(ctx: CommandContext, run: str) -> Fetched | None:
         storage.get_file(f"{base}/{name}", path)
     if "metrics.json" not in paths:
         return None
-    metrics = json.loads(paths["metrics.json"].read_text())
+    metrics = stored_metrics(paths["metrics.json"])
     return Fetched(metrics, paths["metrics.json"], [paths[n] for n in sorted(paths) if n != "metrics.json"])
+
+
+def stored_metrics(path: Path) -> dict[str, Any]:
+    """metrics.json as storage kept it: a master's role wrote it, so text that is no JSON object is none."""
+    try:
+        data = json.loads(path.read_text(errors="replace"))
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def remove_stored_run(ctx: CommandContext, cluster: str, run: str) -> int:

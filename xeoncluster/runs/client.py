@@ -6,7 +6,10 @@ import json
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
+
+from pydantic import ValidationError
 
 from xeoncluster import untrusted
 from xeoncluster.context import CommandContext
@@ -22,7 +25,7 @@ from xeoncluster.remote_layout import AGENT_HOME, APP, VERSION_FILE, AgentLayout
 from xeoncluster.runs.host import AgentHost, LocalHost, MasterHost
 from xeoncluster.runs.queue_order import line_up
 from xeoncluster.runs.record import RunRecord, RunState
-from xeoncluster.runs.record_checks import checked
+from xeoncluster.runs.record_checks import checked, not_a_record
 from xeoncluster.runs.submission import Submission
 from xeoncluster.state import ClusterRecord
 
@@ -121,19 +124,36 @@ def read_record(host: AgentHost, cluster: str, run: str) -> RunRecord | None:
     return checked(record, f"the run record on {host.name}")
 
 
-def list_records(host: AgentHost, cluster: str) -> list[RunRecord]:
-    """Every run of the cluster on its agent's host, newest first."""
+def list_records(host: AgentHost, cluster: str, warn: Callable[[str], None] | None = None) -> list[RunRecord]:
+    """Every run of the cluster on its agent's host, newest first. A record that is not one, or fails a
+    check, is left out, and `warn` (the CLI's) hears one line naming it: one record the master forged
+    must not hide the others."""
     folder = shlex.quote(AgentLayout(host.home).runs(cluster))
     result = host.run(f"for f in {folder}/*/{RunFolder.RECORD}; do "
-                      "[ -f \"$f\" ] && cat \"$f\" && printf '\\036'; done; true")
+                      "[ -f \"$f\" ] && printf '%s\\n' \"$f\" && cat \"$f\" && printf '\\036'; done; true")
     records = []
     for chunk in result.stdout.split(RECORD_SEPARATOR):
-        try:
-            record = RunRecord.model_validate_json(chunk)
-        except ValueError:
+        path, _, text = chunk.partition("\n")
+        if not path.strip():
             continue
-        records.append(checked(record, f"a run record on {host.name}"))
+        try:
+            records.append(listed_record(path, text, host.name))
+        except untrusted.Refused as exc:
+            if warn is not None:
+                warn(f"{exc.message}; left out")
     return sorted(records, key=lambda r: r.submitted_at, reverse=True)
+
+
+def listed_record(path: str, text: str, host: str) -> RunRecord:
+    """One run.json of the listing: a run record, of the run its folder names."""
+    folder = path.rsplit("/", 2)[-2] if path.count("/") >= 2 else ""
+    source = f"the run record {path[-120:]!r} on {host}"
+    try:
+        record = RunRecord.model_validate_json(text)
+    except ValidationError as exc:
+        raise untrusted.refused(source, "a record", text[:40], not_a_record(exc)) from None
+    untrusted.same_run(record.run, folder, source)
+    return checked(record, source)
 
 
 def agent_alive(host: AgentHost, record: RunRecord) -> bool:

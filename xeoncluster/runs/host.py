@@ -55,7 +55,7 @@ class LocalHost:
     agent_version: int = VERSION  # the agent runs from this very package
 
     def run(self, command: str) -> CommandResult:
-        done = subprocess.run(["bash", "-c", command], capture_output=True, text=True)
+        done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, errors="replace")
         return CommandResult(self.name, done.returncode, done.stdout, done.stderr)
 
     def write(self, path: str, text: str, mode: int = 0o644) -> None:

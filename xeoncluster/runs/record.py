@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 from xeoncluster.contract import Versioned
 from xeoncluster.remote_layout import RunFolder
 from xeoncluster.state import atomic_write
+from xeoncluster.untrusted import Amount, Count, ExitCode, Measure, Pid, Timestamp
 
 
 class RunState(StrEnum):
@@ -48,12 +49,12 @@ IN_PLACE = "every node"  # Restart.node of a run restarted on the nodes it had (
 class Restart(BaseModel):
     node: str
     reason: str
-    from_step: int | None  # the checkpoint resumed from; None: from the start
-    seconds: float
-    lost_steps: int
+    from_step: Count | None  # the checkpoint resumed from; None: from the start
+    seconds: Amount
+    lost_steps: Count
     replacement: str = ""  # the node that took over (its own name, or a new one when replaced ahead of time)
-    began_at: float = 0.0  # when the agent began recovering (the job had ended); 0: not recorded
-    prepare_seconds: float = 0.0  # after the recovery, preparing the relaunch (topology, package and data sync)
+    began_at: Timestamp = 0.0  # when the agent began recovering (the job had ended); 0: not recorded
+    prepare_seconds: Amount = 0.0  # after the recovery, preparing the relaunch (topology, package and data sync)
 
     def describe(self) -> str:
         start = f"checkpoint-{self.from_step}" if self.from_step is not None else "the start (no checkpoint yet)"
@@ -68,24 +69,24 @@ class Restart(BaseModel):
 class NodeUse(BaseModel):
     """One node's use over the agent's last two samples (agent/usage_watch.py)."""
 
-    cpu_percent: float = 0.0    # of the CPUs the node's processes may use
-    mem_percent: float = 0.0    # resident memory of the node's processes, of the node's memory
-    rx_bytes_per_s: float = 0.0
-    tx_bytes_per_s: float = 0.0
-    at: float = 0.0
+    cpu_percent: Amount = 0.0    # of the CPUs the node's processes may use
+    mem_percent: Amount = 0.0    # resident memory of the node's processes, of the node's memory
+    rx_bytes_per_s: Amount = 0.0
+    tx_bytes_per_s: Amount = 0.0
+    at: Timestamp = 0.0
     low: bool = False           # far below the other nodes' CPU use: a straggler, or a rank that hangs
 
 
 class Live(BaseModel):
     """An active run's pace, from its step events (agent/pace.py)."""
 
-    loss: float | None = None
-    step_seconds: float | None = None     # the median time of one step, lately
-    steps_per_second: float | None = None
-    eta_seconds: float | None = None
-    projected_cost_usd: float | None = None  # the cost so far plus the nodes' price for the ETA
-    last_step_at: float | None = None
-    evals: dict[str, float] = Field(default_factory=dict)  # the newest evaluation's scores
+    loss: Measure | None = None
+    step_seconds: Amount | None = None     # the median time of one step, lately
+    steps_per_second: Amount | None = None
+    eta_seconds: Amount | None = None
+    projected_cost_usd: Amount | None = None  # the cost so far plus the nodes' price for the ETA
+    last_step_at: Timestamp | None = None
+    evals: dict[str, Measure] = Field(default_factory=dict)  # the newest evaluation's scores
 
 
 class RunRecord(Versioned):
@@ -93,29 +94,29 @@ class RunRecord(Versioned):
     cluster: str
     task: str
     state: RunState = RunState.SUBMITTED
-    step: int = 0
-    total_steps: int | None = None
+    step: Count = 0
+    total_steps: Count | None = None
     restarts: list[Restart] = Field(default_factory=list)
-    submitted_at: float = Field(default_factory=time.time)
-    started_at: float | None = None
-    ended_at: float | None = None
-    exit_code: int | None = None
+    submitted_at: Timestamp = Field(default_factory=time.time)
+    started_at: Timestamp | None = None
+    ended_at: Timestamp | None = None
+    exit_code: ExitCode | None = None
     error: str = ""              # the one line that says why a run failed
-    agent_pid: int | None = None
-    cost_usd: float = 0.0        # node-hours so far at the nodes' $/hour
-    usd_per_hour: float = 0.0    # what the nodes cost now
+    agent_pid: Pid | None = None
+    cost_usd: Amount = 0.0        # node-hours so far at the nodes' $/hour
+    usd_per_hour: Amount = 0.0    # what the nodes cost now
     nodes: list[str] = Field(default_factory=list)
     notices: list[str] = Field(default_factory=list)  # nodes that announced they are going away
     log: str = ""                # where the run's log is: a path on this machine, or HOST:PATH
     storage: str = ""            # where the run is kept beyond the nodes (a provider's storage URL or a folder)
-    durable_step: int | None = None  # the newest checkpoint stored completely
+    durable_step: Count | None = None  # the newest checkpoint stored completely
     storage_error: str = ""      # the last upload that failed for good (training went on)
     sweep: str = ""              # the sweep this run is one of (`train --sweep`): its runs are SWEEP-1..N
     params: dict[str, str] = Field(default_factory=dict)  # the swept values this run was given
     command: str = ""            # the `xeoncluster train` line that submits this run again (--env values elided)
     live: Live = Field(default_factory=Live)
     usage: dict[str, NodeUse] = Field(default_factory=dict)  # node name -> its use, while the run is active
-    stalls: int = 0              # restarts because the step stopped advancing (agent/stall.py)
+    stalls: Count = 0              # restarts because the step stopped advancing (agent/stall.py)
 
     @property
     def waiting(self) -> bool:
@@ -194,7 +195,7 @@ class RunFiles:
 
     def load(self) -> RunRecord | None:
         try:
-            return RunRecord.model_validate_json(self.record.read_text())
+            return RunRecord.model_validate_json(self.record.read_text(errors="replace"))
         except (OSError, ValueError):
             return None
 

@@ -5,6 +5,8 @@ node names of its usage are shown in tables. The master wrote all of them (xeonc
 """
 from __future__ import annotations
 
+from pydantic import ValidationError
+
 from xeoncluster import untrusted
 from xeoncluster.runs.record import RunRecord
 from xeoncluster.sweep import KEY
@@ -26,3 +28,10 @@ def checked(record: RunRecord, source: str) -> RunRecord:
     for name in record.usage:
         untrusted.node_name(name, source)
     return record
+
+
+def not_a_record(exc: ValidationError) -> str:
+    """Where a record failed its model, in one short line."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "the text"
+    return f"not a run record: {where}: {first['msg']}"[:160]

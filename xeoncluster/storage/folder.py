@@ -47,7 +47,7 @@ class FolderStorage:
 
     def get_text(self, key: str) -> str | None:
         try:
-            return self._path(key).read_text()
+            return self._path(key).read_text(errors="replace")  # a master's role writes the runs kept here
         except OSError:
             return None
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -28,6 +29,8 @@ from xeoncluster.providers.aws.clients import (
 from xeoncluster.providers.base import TAG_ROLE, Node
 
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
+INDEX_LIMIT = 10_000  # a node's name has at most four digits (NODE_NAME in xeoncluster/untrusted.py)
+INDEX_TAG = re.compile(r"[0-9]{1,4}")
 KMS_HINT = ("if EBS encryption uses a customer-managed default KMS key, allow kms:CreateGrant, kms:Decrypt, "
             "kms:GenerateDataKeyWithoutPlaintext, kms:ReEncrypt* and kms:DescribeKey on it (docs/aws.md)")
 CLIENT_DEATH_HINTS = {
@@ -237,9 +240,38 @@ def describe_instances(ec2: Any, *, ids: list[str] | None = None, cluster: str |
     return [i for r in reservations for i in r.get("Instances", [])]
 
 
-def to_node(raw: dict[str, Any], address: str) -> Node:
+def to_nodes(raws: list[dict[str, Any]], address: str, warn: Callable[[str], None]) -> list[Node]:
+    """The instances as nodes, in index order. One whose index makes no node name is left out with one
+    line: its index-base tag is the master's role's to write, and one instance must not stop a command."""
+    nodes = []
+    for raw in raws:
+        node = to_node(raw, address)
+        if node is None:
+            base = str(tags_of(raw).get(TAG_INDEX_BASE))
+            warn(f"warning: instance {str(raw.get('InstanceId'))[:40]!r} is tagged {TAG_INDEX_BASE}={base[:40]!r} "
+                 f"with launch index {str(raw.get('AmiLaunchIndex'))[:20]!r}: no node index below {INDEX_LIMIT}; "
+                 "left out")
+        else:
+            nodes.append(node)
+    return sorted(nodes, key=node_index)
+
+
+def launch_index(raw: dict[str, Any]) -> int | None:
+    """index-base tag + AmiLaunchIndex, or None unless both are small non-negative integers."""
+    base = tags_of(raw).get(TAG_INDEX_BASE, "0")
+    offset = raw.get("AmiLaunchIndex", 0)
+    if not INDEX_TAG.fullmatch(base) or type(offset) is not int:
+        return None
+    index = int(base) + offset
+    return index if 0 <= index < INDEX_LIMIT else None
+
+
+def to_node(raw: dict[str, Any], address: str) -> Node | None:
+    """None: an instance whose index makes no node name (launch_index)."""
     tags = tags_of(raw)
-    index = int(tags.get(TAG_INDEX_BASE, "0")) + int(raw.get("AmiLaunchIndex", 0))
+    index = launch_index(raw)
+    if index is None:
+        return None
     private_ip = raw.get("PrivateIpAddress", "")
     public_ip = raw.get("PublicIpAddress")
     return Node(

@@ -31,10 +31,9 @@ from xeoncluster.providers.aws.instances import (
     describe_instances,
     launch_with_fallback,
     near_zones,
-    node_index,
     plan_attempts,
     terminate_now,
-    to_node,
+    to_nodes,
 )
 from xeoncluster.providers.aws.preflight import resolve_ssh_cidr, run_preflight
 from xeoncluster.providers.aws.pricing import node_prices, quote
@@ -80,6 +79,12 @@ class AwsProvider(Provider):
         self.host_key_wait = {"Delay": 5, "MaxAttempts": 24}
         self._console_wait: ConsoleWait | None = None
         self.sleep: Callable[[float], None] = time.sleep
+        self._said: set[str] = set()  # the warnings given: a command lists its nodes more than once
+
+    def _warn_once(self, line: str) -> None:
+        if line not in self._said:
+            self._said.add(line)
+            self.events(line)
 
     @property
     def ec2(self) -> Any:
@@ -251,7 +256,7 @@ class AwsProvider(Provider):
         except BaseException:
             terminate_now(self.ec2, ids)
             raise
-        return sorted((to_node(r, cluster.ssh.address) for r in raws), key=node_index)
+        return to_nodes(raws, cluster.ssh.address, self._warn_once)
 
     def _launch_spec(self, cluster: ClusterConfig, network: Network, count: int, image: Image | None,
                      role: str, first_index: int, base: str | None = None) -> LaunchSpec:
@@ -298,7 +303,7 @@ class AwsProvider(Provider):
         """The cluster's live instances, from tags, each with its estimated $/hour."""
         with translated(f"listing the nodes of {cluster.name}"):
             raws = describe_instances(self.ec2, cluster=cluster.name)
-        nodes = sorted((to_node(r, cluster.ssh.address) for r in raws), key=node_index)
+        nodes = to_nodes(raws, cluster.ssh.address, self._warn_once)
         return node_prices(self.ec2, self._pricing(), nodes, self.region) if nodes and priced else nodes
 
     def host_keys(self, node: Node) -> list[str]:
