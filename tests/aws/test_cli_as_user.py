@@ -211,3 +211,76 @@ def test_a_colleague_s_failed_bake_of_the_same_image_stays_and_another_is_baked_
     assert f"image {failed} stays (deregistering {failed}: UnauthorizedOperation" in run.out + run.err
     assert len(ec2.describe_images(Owners=["self"])["Images"]) == 2
     assert as_user.denied() == {"xc-colleague ec2:DeregisterImage": 1}
+
+
+def test_two_users_of_one_account_keep_their_roles_and_runs_apart(
+        xc, as_user: GatedServer, ec2, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """Alice and Bob hold exactly the documented policy and share the account's boundary and run bucket.
+    Each runs up, keeps runs, lists them and goes down with 0 denied calls; Bob can neither read, write
+    nor delete Alice's runs, neither can open the bucket, and Alice's own role, given an inline `*`
+    policy, reaches neither Bob's instances nor Bob's runs."""
+    import boto3
+
+    from xeoncluster.config import load_config
+    from xeoncluster.state import StateDir
+
+    users = {name: as_user.user(name, policy_document(ACCOUNT)) for name in ("alice", "bob")}
+    ids = {name: as_user.client("sts", keys).get_caller_identity()["UserId"] for name, keys in users.items()}
+    for name, keys in users.items():
+        act_as(monkeypatch, keys, tmp_path / name)
+        assert xc("up", "--name", name[0] + "1", "--nodes", "2").code == 0, name
+        record = StateDir(name[0] + "1").load()
+        assert record is not None and record.storage is not None and record.storage.prefix == ids[name]
+        storage = xc.provider_factory(load_config(None, record.config), lambda _m: None).open_storage(record.storage)
+        storage.put_text(record.storage.run_key(name[0] + "1", "r1") + "/run.json", "{}")  # as the agent keeps runs
+        assert xc("storage", "ls", "--name", name[0] + "1").code == 0
+    assert as_user.denied() == {}
+
+    bucket = f"xeoncluster-{ACCOUNT}-us-east-1"
+    alices_run = f"{ids['alice']}/a1/runs/r1/run.json"
+    bob_s3 = as_user.client("s3", users["bob"])
+    for call in (lambda: bob_s3.get_object(Bucket=bucket, Key=alices_run),
+                 lambda: bob_s3.put_object(Bucket=bucket, Key=alices_run, Body=b"{}"),
+                 lambda: bob_s3.delete_object(Bucket=bucket, Key=alices_run),
+                 lambda: bob_s3.list_objects_v2(Bucket=bucket, Prefix=f"{ids['alice']}/"),
+                 lambda: bob_s3.put_bucket_policy(Bucket=bucket, Policy="{}"),
+                 lambda: bob_s3.delete_public_access_block(Bucket=bucket)):
+        with pytest.raises(ClientError, match="AccessDenied"):
+            call()
+    assert set(as_user.denied()) == {"bob s3:GetObject", "bob s3:PutObject", "bob s3:DeleteObject",
+                                     "bob s3:ListBucket", "bob s3:PutBucketPolicy", "bob s3:PutBucketPublicAccessBlock"}
+
+    # Alice makes her cluster's role admin inside its boundary, and uses it where it lives: on her master.
+    role = "xeoncluster-a1-us-east-1"
+    as_user.client("iam", users["alice"]).put_role_policy(RoleName=role, PolicyName="everything", PolicyDocument=(
+        json.dumps({"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})))
+    act_as(monkeypatch, users["alice"], tmp_path / "alice")
+    alices_master = StateDir("a1").load().node("node0").id
+    creds = boto3.client("sts").assume_role(RoleArn=f"arn:aws:iam::{ACCOUNT}:role/{role}",
+                                            RoleSessionName=alices_master)["Credentials"]
+    session = UserKeys("alices-master", creds["AccessKeyId"], creds["SecretAccessKey"])
+    role_ec2, role_s3 = (as_user.client(s, session, creds["SessionToken"]) for s in ("ec2", "s3"))
+    act_as(monkeypatch, users["bob"], tmp_path / "bob")
+    bobs_worker = StateDir("b1").load().node("node1").id
+    assert role_s3.get_object(Bucket=bucket, Key=alices_run)["Body"].read() == b"{}"  # her own: yes
+    for call in (lambda: role_ec2.terminate_instances(InstanceIds=[bobs_worker]),
+                 lambda: role_s3.get_object(Bucket=bucket, Key=f"{ids['bob']}/b1/runs/r1/run.json"),
+                 lambda: role_s3.put_object(Bucket=bucket, Key=f"{ids['bob']}/b1/runs/r1/run.json", Body=b"x"),
+                 lambda: role_s3.list_objects_v2(Bucket=bucket, Prefix=f"{ids['bob']}/"),
+                 lambda: role_s3.put_bucket_policy(Bucket=bucket, Policy="{}")):
+        with pytest.raises(ClientError, match=r"UnauthorizedOperation|AccessDenied"):
+            call()
+    # The same role assumed anywhere but on her instance (its trust policy is hers to write): nothing.
+    elsewhere = boto3.client("sts").assume_role(RoleArn=f"arn:aws:iam::{ACCOUNT}:role/{role}",
+                                                RoleSessionName="laptop")["Credentials"]
+    with pytest.raises(ClientError, match="AccessDenied"):
+        as_user.client("s3", UserKeys("elsewhere", elsewhere["AccessKeyId"], elsewhere["SecretAccessKey"]),
+                       elsewhere["SessionToken"]).get_object(Bucket=bucket, Key=alices_run)
+    assert ec2.describe_instances(InstanceIds=[bobs_worker])["Reservations"][0]["Instances"][0]["State"]["Name"] \
+        == "running"
+
+    before = as_user.denied()
+    for name, keys in users.items():
+        act_as(monkeypatch, keys, tmp_path / name)
+        assert xc("down", "--name", name[0] + "1").code == 0, name
+    assert as_user.denied() == before and instances(ec2) == []

@@ -47,7 +47,8 @@ def test_down_against_moto_server_skips_placement_groups_it_cannot_describe(endp
     ec2 = boto3.client("ec2", region_name=REGION, endpoint_url=endpoint)
     run = ec2.run_instances(ImageId=UBUNTU_AMI, MinCount=1, MaxCount=1, InstanceType="c7i.2xlarge",
                             TagSpecifications=[{"ResourceType": "instance", "Tags": [
-                                {"Key": "xeoncluster:cluster", "Value": "t1"}]}])
+                                {"Key": "xeoncluster:cluster", "Value": "t1"},
+                                {"Key": "xeoncluster:owner", "Value": provider.owner()}]}])
     removed = provider.terminate(cluster)
     assert removed.items["instances"] == [run["Instances"][0]["InstanceId"]]
     assert removed.items["key_pair"] == ["xeoncluster-t1"] and len(removed.items["security_group"]) == 1

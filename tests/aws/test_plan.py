@@ -25,7 +25,8 @@ def test_plan_for_a_fresh_cluster(provider, aws, tmp_path):
         ("key_pair", "create"), ("security_group", "create"), ("placement_group", "create"), ("role", "create"),
         ("storage", "use")]
     assert plan.resources[-2].name == "xeoncluster-t1-us-east-1"
-    assert plan.resources[-1].name == "s3://xeoncluster-123456789012-us-east-1"
+    # The caller's own place in the account's bucket (moto's caller id).
+    assert plan.resources[-1].name == "s3://xeoncluster-123456789012-us-east-1/AKIAIOSFODNN7EXAMPLE"
     assert "tcp/22 from 203.0.113.7/32" in plan.resources[1].detail
     assert (plan.image.action, plan.image.image, plan.image.base_id) == ("bake", None, UBUNTU_AMI)
     master, workers = plan.instances

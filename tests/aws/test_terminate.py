@@ -42,7 +42,8 @@ def test_terminate_cancels_open_spot_requests(provider, ec2, aws):
     request = ec2.request_spot_instances(
         InstanceCount=1, LaunchSpecification={"ImageId": UBUNTU_AMI, "InstanceType": "c7i.2xlarge"},
         TagSpecifications=[{"ResourceType": "spot-instances-request",
-                            "Tags": [{"Key": "xeoncluster:cluster", "Value": "t1"}]}])
+                            "Tags": [{"Key": "xeoncluster:cluster", "Value": "t1"},
+                                     {"Key": "xeoncluster:owner", "Value": provider.owner()}]}])
     request_id = request["SpotInstanceRequests"][0]["SpotInstanceRequestId"]
     removed = provider.terminate(cluster)
     assert request_id in removed.items["spot_requests"]

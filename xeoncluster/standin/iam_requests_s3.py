@@ -83,6 +83,6 @@ def _bucket_question(method: str, bucket: str, query: Mapping[str, list[str]]) -
     if setting == "uploads":
         return Question("s3:ListBucketMultipartUploads", resource)
     verb = {"PUT": "Put", "DELETE": "Delete"}.get(method, "Get")
-    if setting in ("encryption", "lifecycle") and verb == "Delete":
+    if setting in ("encryption", "lifecycle", "publicAccessBlock", "ownershipControls") and verb == "Delete":
         verb = "Put"  # S3 authorizes removing these as setting them
     return Question(f"s3:{verb}{name}", resource)

@@ -26,7 +26,7 @@ from xeoncluster.providers.aws.clients import (
     tag_specs,
     tags_of,
 )
-from xeoncluster.providers.base import TAG_ROLE, Node
+from xeoncluster.providers.base import TAG_OWNER, TAG_ROLE, Node
 
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
 INDEX_LIMIT = 10_000  # a node's name has at most four digits (NODE_NAME in xeoncluster/untrusted.py)
@@ -229,10 +229,11 @@ def terminate_now(ec2: Any, ids: list[str]) -> None:
             ec2.terminate_instances(InstanceIds=batch)
 
 
-def describe_instances(ec2: Any, *, ids: list[str] | None = None, cluster: str | None = None) -> list[dict[str, Any]]:
+def describe_instances(ec2: Any, *, ids: list[str] | None = None, cluster: str | None = None,
+                       owner: str | None = None) -> list[dict[str, Any]]:
     filters = [{"Name": "instance-state-name", "Values": LIVE_STATES}]
     if cluster is not None:
-        filters += cluster_filter(cluster)
+        filters += cluster_filter(cluster, owner)
     kwargs: dict[str, Any] = {"Filters": filters}
     if ids is not None:
         kwargs["InstanceIds"] = ids
@@ -280,7 +281,7 @@ def to_node(raw: dict[str, Any], address: str) -> Node | None:
         role=tags.get(TAG_ROLE, "worker"),
         market="spot" if raw.get("InstanceLifecycle") == "spot" else "on-demand",
         zone=raw.get("Placement", {}).get("AvailabilityZone"), instance_type=raw.get("InstanceType"),
-        state=raw.get("State", {}).get("Name", "unknown"),
+        state=raw.get("State", {}).get("Name", "unknown"), owner=tags.get(TAG_OWNER),
     )
 
 

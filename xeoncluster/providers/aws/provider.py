@@ -133,18 +133,15 @@ class AwsProvider(Provider):
 
     def storage_location(self, cluster: ClusterConfig, url: str, default_folder: Path,
                          create: bool) -> StorageLocation:
-        """`auto`: the account's bucket for this region (made once, locked down); `s3://BUCKET/PREFIX`:
-        used as it is, once checked. A folder is refused: the agent on the master could not reach it. The
-        bucket must be the caller's account's, which the location then carries (ExpectedBucketOwner)."""
-        account = self.account_id()
+        """S3 only (the agent on the master could reach no folder here): aws_storage.resolve says which."""
         with translated(f"preparing the run storage {url}"):
-            return aws_storage.resolve(self.clients.client("s3"), url, account, self.region, create, self.events)
+            return aws_storage.resolve(self.clients.client("s3"), url, self.account_id(), self.region, create,
+                                       self.events, self.owner())
 
     def open_storage(self, location: StorageLocation) -> Storage:
-        """A location recorded before it carried its owner is the caller's account's (a master's role is
-        in the same account as the user who made it)."""
-        owner = location.owner or self.account_id()
-        return aws_storage.S3Storage(self.clients.client("s3"), replace(location, owner=owner))
+        """A location recorded before it carried its owner is the caller's account's (so is a master's role)."""
+        owned = replace(location, owner=location.owner or self.account_id())
+        return aws_storage.S3Storage(self.clients.client("s3"), owned)
 
     def account_id(self) -> str:
         return self.identity.account()
@@ -302,7 +299,7 @@ class AwsProvider(Provider):
     def nodes(self, cluster: ClusterConfig, priced: bool = True) -> list[Node]:
         """The cluster's live instances, from tags, each with its estimated $/hour."""
         with translated(f"listing the nodes of {cluster.name}"):
-            raws = describe_instances(self.ec2, cluster=cluster.name)
+            raws = describe_instances(self.ec2, cluster=cluster.name, owner=self.owner())
         nodes = to_nodes(raws, cluster.ssh.address, self._warn_once)
         return node_prices(self.ec2, self._pricing(), nodes, self.region) if nodes and priced else nodes
 
@@ -318,7 +315,7 @@ class AwsProvider(Provider):
         try:
             with translated(f"tearing down {cluster.name} in {self.region}"):
                 removed = aws_teardown.remove_all(self.ec2, self.clients.client("iam"), cluster.name, self.region,
-                                                  self.instance_wait, self.sleep, self.events)
+                                                  self.owner(), self.instance_wait, self.sleep, self.events)
         except ProviderError as exc:
             raise aws_owner.not_yours(self.ec2, cluster.name, self.owner(), exc) from exc.__cause__
         counts = ", ".join(f"{len(v)} {k}" for k, v in removed.items.items() if v) or "nothing"

@@ -10,6 +10,7 @@ from xeoncluster.errors import ProviderError
 from xeoncluster.providers.aws.clients import chunks, cluster_filter, error_code, error_text, paginate, translated
 from xeoncluster.providers.aws.instances import LIVE_STATES
 from xeoncluster.providers.aws.network import describe_placement_groups
+from xeoncluster.providers.aws.owner import refuse_if_others
 from xeoncluster.providers.aws.role import delete_master_role
 from xeoncluster.providers.base import Removed
 
@@ -32,6 +33,8 @@ def remove_all(ec2: Any, iam: Any, cluster: str, region: str, owner: str, wait: 
     keys = delete_key_pairs(ec2, found)
     placement = delete_placement_groups(ec2, found, events)
     roles = delete_master_role(iam, cluster, region, owner)
+    if not (instance_ids or spot or groups or keys or placement or roles):
+        refuse_if_others(ec2, cluster, owner)
     return Removed({"instances": instance_ids, "spot_requests": spot, "security_group": groups,
                     "key_pair": keys, "placement_group": placement, "role": roles})
 
