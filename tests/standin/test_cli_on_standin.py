@@ -468,6 +468,67 @@ def test_an_idle_cluster_terminates_itself_with_its_master_s_role(standin: Any, 
     assert not [r for r in boto3.client("iam").list_roles()["Roles"] if r["RoleName"].startswith("xeoncluster-sici")]
 
 
+ROLE_PROBE = """import boto3, botocore.exceptions as e, sys
+ec2, s3 = boto3.client("ec2", region_name="us-east-1"), boto3.client("s3", region_name="us-east-1")
+bucket, own, other, instance = sys.argv[1:]
+def code(call):
+    try:
+        call()
+        return "ok"
+    except e.ClientError as x:
+        return x.response["Error"]["Code"]
+print("own-run", code(lambda: s3.get_object(Bucket=bucket, Key=own)))
+print("terminate", code(lambda: ec2.terminate_instances(InstanceIds=[instance], DryRun=True)))
+print("read", code(lambda: s3.get_object(Bucket=bucket, Key=other)))
+print("write", code(lambda: s3.put_object(Bucket=bucket, Key=other, Body=b"x")))
+print("delete", code(lambda: s3.delete_object(Bucket=bucket, Key=other)))
+print("list", code(lambda: s3.list_objects_v2(Bucket=bucket, Prefix=other.split("/")[0] + "/")))
+print("open", code(lambda: s3.put_bucket_policy(Bucket=bucket, Policy="{}")))
+"""
+
+
+def test_a_second_user_s_cluster_and_role_reach_nothing_of_the_first_s(standin: Any, cli: Cli) -> None:
+    """Two users of one account, each holding exactly the documented policy, sharing its boundary and
+    run bucket. Alice runs up, train and down beside Bob's cluster (sic) with no call denied; her own
+    role, given an inline `*` policy, is refused Bob's instances and runs from her master; Bob cannot
+    read, write or delete her runs; neither may open the bucket."""
+    before = users_denied(standin)  # the refusals earlier tests asked for
+    alice = Cli(cli.home / "alice", cli.config, documented_user("alice"))
+    alice.home.mkdir()
+    alice.ok("up", "--name", "alc", "--nodes", "1")
+    alice.ok("train", "squad", "--name", "alc", "--demo", "--run", "mine", "--", "--max-steps", "20")
+    assert users_denied(standin) == before
+    bucket = alice.state("alc")["storage"]["container"]
+    hers, his = f"{alice.runs_key('mine', 'alc')}/run.json", f"{cli.runs_key('durable')}/run.json"
+    boto3.client("iam", aws_access_key_id=alice.credentials["AWS_ACCESS_KEY_ID"],
+                 aws_secret_access_key=alice.credentials["AWS_SECRET_ACCESS_KEY"]).put_role_policy(
+        RoleName="xeoncluster-alc-us-east-1", PolicyName="everything", PolicyDocument=json.dumps(
+            {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
+    probe = alice.ok("exec", "--name", "alc", "--node", "node0", "--",
+                     f"~/venv/bin/python -c {shlex.quote(ROLE_PROBE)} {bucket} {hers} {his} {cli.node_id('node2')}")
+    answers = dict(line.split("| ", 1)[1].split() for line in probe.stdout.splitlines() if "| " in line)
+    assert answers == {"own-run": "ok", "terminate": "UnauthorizedOperation", "read": "AccessDenied",
+                       "write": "AccessDenied", "delete": "AccessDenied", "list": "AccessDenied",
+                       "open": "AccessDenied"}, probe.stdout
+    bob = boto3.client("s3", aws_access_key_id=cli.credentials["AWS_ACCESS_KEY_ID"],
+                       aws_secret_access_key=cli.credentials["AWS_SECRET_ACCESS_KEY"])
+    for call in (lambda: bob.get_object(Bucket=bucket, Key=hers), lambda: bob.delete_object(Bucket=bucket, Key=hers),
+                 lambda: bob.put_object(Bucket=bucket, Key=hers, Body=b"x"),
+                 lambda: bob.put_public_access_block(Bucket=bucket, PublicAccessBlockConfiguration={})):
+        with pytest.raises(botocore.exceptions.ClientError, match="AccessDenied"):
+            call()
+    alice.ok("down", "--name", "alc")
+    assert users_denied(standin) == before | {f"standin-user s3:{a}": 1 for a in (
+        "GetObject", "DeleteObject", "PutObject", "PutBucketPublicAccessBlock")}  # Bob's tries above, no more
+    assert instances("alc") == [] and len(instances()) == 3
+
+
+def users_denied(standin: Any) -> dict[str, int]:
+    """What the stand-in's gate refused the two users (not the roles) so far."""
+    denied = json.loads(standin.script("status").stdout)["role_calls"]["denied"]
+    return {call: n for call, n in denied.items() if call.split()[0] in ("alice", "standin-user")}
+
+
 def test_down_leaves_nothing_and_purge_removes_the_layers(standin: Any, cli: Cli) -> None:
     layers_before = set(standin.paths.layers.iterdir()) if standin.paths.layers.exists() else set()
     cli.ok("down", "--name", CLUSTER, "--purge-images")
