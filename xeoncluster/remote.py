@@ -104,6 +104,10 @@ class LineSink(io.TextIOBase):
         return len(text)
 
     def flush(self) -> None:
+        """Nothing: invoke flushes after every read, and a line that arrives in two reads stays one."""
+
+    def finish(self) -> None:
+        """The stream ended: a last line without a newline is a line too."""
         with self.lock:
             rest, self.buffer = self.buffer, ""
         if rest:
@@ -222,8 +226,8 @@ class FabricShell:
             try:
                 return self._run_one(node, command, out_stream=out, err_stream=err)
             finally:
-                out.flush()
-                err.flush()
+                out.finish()
+                err.finish()
 
         with ThreadPoolExecutor(max_workers=max(1, min(64, len(nodes)))) as pool:
             futures = {node.name: pool.submit(one, node) for node in nodes}

@@ -2,7 +2,8 @@
 kinds in examples/ (plain torch DDP, HF Trainer, accelerate) run unchanged and their output comes back;
 a Trainer script survives a node that gives notice with 0 steps lost; bad input is one line, exit 2; a --data
 file named like shell code stays a name, --env values leave the cluster with their run, and a workdir's
-secret-looking files stay on this machine unless named."""
+secret-looking files stay on this machine unless named, and what a script prints reaches the terminal
+inert."""
 from __future__ import annotations
 
 import json
@@ -236,3 +237,36 @@ def test_a_workdir_with_packages_named_like_ours_runs_its_own(local_env: LocalEn
     done = local_env.ok("train", str(tmp_path / "main.py"), "--name", cluster, "--run", "own-packages")
     own = " ".join(f"users-own-{name}" for name in names)
     assert f"rank 0 {own}" in done.out and f"rank 1 {own}" in done.out
+
+
+HOSTILE = ("import os\n"
+           "print('osc52 \\x1b]52;c;aGk=\\x07 title \\x1b]0;owned\\x1b\\\\ dcs \\x1bP$q m\\x1b\\\\', flush=True)\n"
+           "print('move \\x1b[5;5H clear \\x1b[2J csi8 \\x9b2J', flush=True)\n"
+           "print('markup [/b] [link=http://x]click[/link] colour \\x1b[31mRED-XC\\x1b[0m', flush=True)\n"
+           "if os.environ['RANK'] == '0':\n"
+           "    raise RuntimeError('[/b] \\x1b]0;err-title\\x07 end')\n")
+
+
+def harmless(output: str) -> bool:
+    """No escape sequence but SGR, and no C1 control."""
+    return "\x1b" not in re.sub(r"\x1b\[[0-9;]*m", "", output) and not re.search(r"[\x80-\x9f]", output)
+
+
+def test_what_a_script_prints_reaches_the_terminal_inert(local_env: LocalEnv, cluster: str, tmp_path: Path) -> None:
+    """A rank's OSC (clipboard, title), DCS, cursor moves and clear-screen show as text markers in attached
+    `train`, `logs` and `runs`; its SGR colour stays, and rich markup in its lines and in the run's task
+    (the script's name) is literal text."""
+    script = tmp_path / "[red]odd.py"
+    script.write_text(HOSTILE)
+    train = local_env.cli("train", str(script), "--name", cluster, "--run", "hostile")
+    assert train.code == 1, train.err
+    logs = local_env.cli("logs", "hostile", "--name", cluster)
+    runs = local_env.ok("runs", "--name", cluster)
+    for what, output in (("train", train.out + train.err), ("logs", logs.out), ("runs", runs.out)):
+        assert harmless(output), f"{what}: {output!r}"
+    for output in (train.out, logs.out):
+        assert "\x1b[31mRED-XC\x1b[0m" in output and "markup [/b] [link=http://x]click[/link]" in output
+        assert "␛]52;c;aGk=␇" in output and "␛]0;owned␛\\" in output and "␛P$q m␛\\" in output
+        assert "move ␛[5;5H clear ␛[2J csi8 \\x9b2J" in output
+    assert "[/b] ␛]0;err-title␇ end" in train.err and "[/b] ␛]0;err-title␇ end" in logs.out
+    assert "script:[red]odd.py" in runs.out

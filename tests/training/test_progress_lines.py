@@ -1,10 +1,12 @@
-"""Progress lines from rank 0 and the CLI sink that turns them into one live bar on a terminal."""
+"""Progress lines from rank 0, and the CLI sink that shows them, with one live bar on a terminal drawn from the
+ranks' step events."""
 
 from __future__ import annotations
 
 import io
 
-from xeoncluster.cli.render import StepLine, TrainingLines, parse_step_line
+from xeoncluster.cli.render_training import TrainingLines
+from xeoncluster.node.events import RunEvent
 from xeoncluster.node.progress import Pace, clock
 
 STEP = "[0] step 30/120  loss 2.1728  lr 7.58e-04  epoch 0.16  79.7 samples/s  eta 0:00:18"
@@ -26,13 +28,6 @@ def test_pace_measures_this_invocation_only() -> None:
     assert clock(3725.4) == "1:02:05" and clock(None) == "?"
 
 
-def test_step_lines_are_parsed_from_rank_0_or_an_unlabelled_single_rank() -> None:
-    assert parse_step_line(STEP) == StepLine(30, 120, loss="2.1728", epoch="0.16", speed="79.7", eta="0:00:18")
-    assert parse_step_line("step 1/2  loss 0.5000") == StepLine(1, 2, loss="0.5000")
-    for line in LINES[:1] + LINES[2:]:
-        assert parse_step_line(line) is None
-
-
 def test_not_a_terminal_prints_every_line_plainly() -> None:
     out = io.StringIO()
     sink = TrainingLines(out)
@@ -45,13 +40,15 @@ def test_not_a_terminal_prints_every_line_plainly() -> None:
 def test_terminal_shows_a_bar_for_steps_and_other_lines_above_it() -> None:
     out = Terminal()
     sink = TrainingLines(out)
+    sink.step(RunEvent("step", time=10.0, step=20, total=120, loss=2.5))
     for line in LINES:
         sink(line)
+    sink.step(RunEvent("step", time=20.0, step=30, total=120, loss=2.1728))
     sink.close()
     sink("after the bar")
     text = out.getvalue()
     assert STEP not in text
-    assert "step 30/120" in text and "loss 2.1728" in text and "79.7 samples/s" in text and "eta 0:00:18" in text
+    assert "step 30/120" in text and "loss 2.1728" in text and "1.00 steps/s" in text and "eta 0:01:30" in text
     for line in LINES[:1] + LINES[2:]:
         assert line in text
     assert text.endswith("after the bar\n")

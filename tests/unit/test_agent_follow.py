@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from xeoncluster.errors import RemoteError, TrainingError
+from xeoncluster.node.events import RunEvent
 from xeoncluster.remote import CommandResult
-from xeoncluster.runs.follow import Follower, read_chunk
+from xeoncluster.runs.follow import CHUNK_BYTES, Follower, read_chunk
 from xeoncluster.runs.host import LocalHost
 from xeoncluster.runs.record import RunFiles, RunRecord, RunState
 
@@ -110,3 +111,45 @@ def test_an_agent_found_dead_is_told_apart_from_a_cluster_being_removed(
     else:
         assert raised.value.message.startswith("the run agent of r1 on ") and "stopped before the run ended" in \
             raised.value.message
+
+
+class ReplacingHost(LocalHost):
+    """This machine, with stdout decoded as Fabric decodes a remote's: UTF-8 with replacement."""
+
+    def run(self, command: str) -> CommandResult:
+        done = subprocess.run(["bash", "-c", command], capture_output=True)
+        return CommandResult(self.name, done.returncode, done.stdout.decode("utf-8", "replace"),
+                             done.stderr.decode("utf-8", "replace"))
+
+
+def test_offsets_count_bytes_past_a_bad_byte_and_a_line_over_a_chunk_shows_in_pieces(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("xeoncluster.runs.follow.POLL_SECONDS", 0.01)
+    run = files(tmp_path)
+    run.save(RunRecord(run="r1", cluster="c1", task="squad", state=RunState.SUCCEEDED))
+    long = "x" + "é" * CHUNK_BYTES  # 2 MiB and a byte: the pieces are cut where a character ends
+    log = b"[0] caf\xe9 \x1b]0;title\x07\n" + long.encode() + b"\n[0] after\r\n"
+    run.log.write_bytes(log)
+    shown: list[str] = []
+    follower = Follower(lambda: ReplacingHost(str(tmp_path), "python3"), "c1", "r1", shown.append, lambda _: None)
+    follower.follow(to_the_end=False)
+    assert shown[0] == "[0] caf\ufffd ␛]0;title␇" and shown[-1] == "[0] after"
+    assert "".join(shown[1:-1]) == long and len(shown) == 5  # three pieces, none repeated or lost
+    assert follower.offset == len(log)
+
+
+def test_step_events_are_followed_by_byte_offset_beside_the_log(tmp_path: Path) -> None:
+    run = files(tmp_path)
+    run.save(RunRecord(run="r1", cluster="c1", task="squad", state=RunState.SUCCEEDED))
+    run.log.write_text("[0] step 1/4\n")
+    step = RunEvent("step", time=1.0, step=1, total=4, loss=0.5)
+    events = f"{step.to_json()}\nnot an event\n{{\"kind\": \"bogus\"}}\n{step.to_json()}\n{{\"kind\": \"st"
+    run.events.write_text(events)
+    host = ReplacingHost(str(tmp_path), "python3")
+    chunk = read_chunk(host, "c1", "r1", 0, events_offset=0)
+    assert chunk.lines == ["[0] step 1/4"] and chunk.events == [step, step]
+    assert chunk.events_consumed == events.rindex("\n") + 1
+    assert read_chunk(host, "c1", "r1", 0).events == []  # not asked for: not read
+    seen: list[RunEvent] = []
+    Follower(lambda: host, "c1", "r1", lambda _: None, lambda _: None, steps=seen.append).follow(to_the_end=False)
+    assert seen == [step, step]

@@ -20,6 +20,7 @@ from xeoncluster.cli import (  # noqa: F401 - importing them registers their com
 )
 from xeoncluster.cli.group import cli
 from xeoncluster.errors import XeonClusterError
+from xeoncluster.runs.display import inert
 
 __all__ = ["cli", "main"]
 
@@ -46,7 +47,7 @@ def main(argv: list[str] | None = None, obj: dict[str, Any] | None = None) -> No
     except XeonClusterError as exc:
         if debug:
             raise
-        click.echo(f"error: {exc.one_line()}", err=True)
+        click.echo(f"error: {inert(exc.one_line())}", err=True)
         sys.exit(exc.exit_code)
     except PermissionError as exc:
         if debug:
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None, obj: dict[str, Any] | None = None) -> No
     except Exception as exc:  # a bug still gets one line; --debug shows where
         if debug:
             raise
-        click.echo(f"error: internal error: {type(exc).__name__}: {exc} | hint: rerun with --debug for the "
+        click.echo(f"error: internal error: {type(exc).__name__}: {inert(str(exc))} | hint: rerun with --debug for the "
                    "traceback and report it", err=True)
         sys.exit(1)
 

@@ -1,23 +1,20 @@
 """Rendering results for people: tables and summaries on stdout. Formatting only; nothing runs here."""
 from __future__ import annotations
 
-import atexit
 import json
-import re
 import shlex
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TextColumn
 from rich.table import Table
 
 from xeoncluster.cli.render_live import live_lines
 from xeoncluster.image import ImageAction, describe_pending
+from xeoncluster.runs.display import inert, shown
 
 if TYPE_CHECKING:
     from xeoncluster.commands.exec import ExecResult
@@ -59,7 +56,7 @@ def up_result(result: UpResult) -> None:
         console.print(f"cluster '{result.cluster}' is up: {len(result.nodes)} node(s) in {result.seconds:.1f}s; "
                       f"{image}")
     for node in result.nodes:
-        console.print(f"  {node.name:7} {node.role:7} {node.ssh_host:16} {node.market}")
+        console.print(shown(f"  {node.name:7} {node.role:7} {node.ssh_host:16} {node.market}"))
     if result.autostop:
         console.print(f"autostop: {result.autostop}")
     name = result.cluster
@@ -92,20 +89,20 @@ def status_table(result: StatusResult) -> None:
         if cloud:
             price = f"{node.price_per_hour:.3f}" if node.price_per_hour is not None else "-"
             cells += [node.market, node.zone or "-", node.instance_type or "-", price]
-        table.add_row(*cells)
+        table.add_row(*map(shown, cells))
     console = _console()
     console.print(table)
     if result.run is not None:
         r = result.run
         step = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
-        console.print(f"run {r.run}: {r.state.value}, step {step}, {len(r.restarts)} restart(s), "
-                      f"${r.cost_usd:.4f} so far")
+        console.print(shown(f"run {r.run}: {r.state.value}, step {step}, {len(r.restarts)} restart(s), "
+                            f"${r.cost_usd:.4f} so far"))
         for line in live_lines(r):
-            console.print(line)
+            console.print(shown(line))
     if result.autostop:
-        console.print(f"autostop: {result.autostop}")
+        console.print(shown(f"autostop: {result.autostop}"))
     for note in result.notes:
-        console.print(f"note: {note}")
+        console.print(shown(f"note: {note}"))
 
 
 def images_table(images: list[Image]) -> None:
@@ -114,7 +111,8 @@ def images_table(images: list[Image]) -> None:
         table.add_column(column)
     for image in images:
         size = f"{image.size_bytes / 2**20:.0f} MiB" if image.size_bytes else "-"
-        table.add_row(image.id, image.name, image.key[:12], image.created or "-", image.cluster or "-", size)
+        table.add_row(*map(shown, (image.id, image.name, image.key[:12], image.created or "-", image.cluster or "-",
+                                   size)))
     _console().print(table)
 
 
@@ -125,7 +123,7 @@ def node_line_printer(nodes: list[Node]) -> Callable[[str, str], None]:
 
     def sink(node: str, line: str) -> None:
         with lock:
-            sys.stdout.write(f"{node:>{width}} | {line}\n")
+            sys.stdout.write(f"{node:>{width}} | {inert(line)}\n")
             sys.stdout.flush()
 
     return sink
@@ -176,86 +174,3 @@ def launch_plan(plan: LaunchPlan) -> None:
     for key in plan.user_env:
         sys.stdout.write(f"# --env {key}=<redacted>: sent to the nodes in a 0600 file, never on the command line\n")
     sys.stdout.write(plan.command() + "\n")
-
-
-# Rank 0's progress line (xeoncluster/node/progress.py); a single-rank run has no `[0] ` label.
-STEP_LINE = re.compile(r"^(?:\[0\] )?step (\d+)/(\d+)\s")
-_FIELD = re.compile(r"\b(loss|epoch|eta) (\S+)|(\S+) samples/s")
-
-
-@dataclass(frozen=True)
-class StepLine:
-    step: int
-    total: int
-    loss: str = "?"
-    epoch: str = "?"
-    speed: str = "?"
-    eta: str = "?"
-
-
-def parse_step_line(line: str) -> StepLine | None:
-    match = STEP_LINE.match(line)
-    if match is None:
-        return None
-    fields: dict[str, str] = {}
-    for found in _FIELD.finditer(line[match.end():]):
-        name, value, speed = found.groups()
-        fields.update({name: value} if name else {"speed": speed})
-    return StepLine(int(match.group(1)), int(match.group(2)), **fields)
-
-
-def _training_progress(stream: TextIO) -> Progress:
-    return Progress(
-        TextColumn("train"), BarColumn(), TextColumn("step {task.completed:.0f}/{task.total:.0f}"),
-        TextColumn("epoch {task.fields[epoch]}"), TextColumn("loss {task.fields[loss]}"),
-        TextColumn("{task.fields[speed]} samples/s"), TextColumn("eta {task.fields[eta]}"),
-        console=Console(file=stream, highlight=False), auto_refresh=True)
-
-
-class TrainingLines:
-    """The sink for a training run's lines. On a terminal, rank 0's `step N/M` lines drive one live
-    progress bar and every other line prints above it; otherwise every line is printed as it comes."""
-
-    def __init__(self, stream: TextIO | None = None, live: bool | None = None) -> None:
-        self._stream = stream
-        self._live = live
-        self._lock = threading.Lock()
-        self._progress: Progress | None = None
-        self._task: TaskID | None = None
-
-    @property
-    def stream(self) -> TextIO:
-        return self._stream or sys.stdout
-
-    def __call__(self, line: str) -> None:
-        with self._lock:
-            live = self.stream.isatty() if self._live is None else self._live
-            step = parse_step_line(line) if live else None
-            if step is not None:
-                self._show(step)
-            elif self._progress is not None:
-                self._progress.console.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
-            else:
-                self.stream.write(line + "\n")
-                self.stream.flush()
-
-    def _show(self, step: StepLine) -> None:
-        if self._progress is None:
-            self._progress = _training_progress(self.stream)
-            self._task = self._progress.add_task("train", total=step.total, epoch="", loss="", speed="", eta="")
-            self._progress.start()
-            atexit.register(self.close)
-        assert self._task is not None
-        self._progress.update(self._task, completed=step.step, total=step.total, epoch=step.epoch,
-                              loss=step.loss, speed=step.speed, eta=step.eta)
-
-    def close(self) -> None:
-        """Stop the bar (it stays on screen as drawn last); later lines print plainly."""
-        with self._lock:
-            if self._progress is not None:
-                self._progress.stop()
-                self._progress = None
-                self._task = None
-
-
-echo_line = TrainingLines()

@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING, cast
 
 from rich.table import Table
 
-from xeoncluster.cli.render import _console, echo_line, launch_plan
+from xeoncluster.cli.render import _console, launch_plan
 from xeoncluster.cli.render_live import live_lines
+from xeoncluster.cli.render_training import echo_line
+from xeoncluster.runs.display import shown
 from xeoncluster.runs.queue_order import ordinal
 
 if TYPE_CHECKING:
@@ -34,19 +36,20 @@ def training_result(outcome: TrainOutcome, cluster: str) -> None:
     if before:
         scores += "  (untrained: " + ", ".join(f"{k}={before[k]:.2f}" for k in keys
                                                if before.get(k) is not None) + ")"
-    console.print(f"done in {outcome.record.seconds:.0f}s: {scores or 'no evaluation set, no scores'}")
+    console.print(shown(f"done in {outcome.record.seconds:.0f}s: {scores or 'no evaluation set, no scores'}"))
     speed = metrics.get("train_samples_per_second")
     if speed is not None:
-        console.print(f"throughput: {speed:.1f} samples/s on {metrics.get('world_size')} rank(s), "
-                      f"{metrics.get('threads_per_rank')} thread(s) each, {metrics.get('precision')}")
+        console.print(shown(f"throughput: {speed:.1f} samples/s on {metrics.get('world_size')} rank(s), "
+                            f"{metrics.get('threads_per_rank')} thread(s) each, {metrics.get('precision')}"))
     for restart in outcome.record.restarts:
-        console.print(restart.describe())
+        console.print(shown(restart.describe()))
     if outcome.record.restarts:
         console.print(f"lost to interruptions: {outcome.record.lost_steps} step(s)")
     if fetched is not None:
         console.print(f"metrics: {fetched.metrics_path}")
         if fetched.results:
-            console.print(f"results: {', '.join(p.name for p in fetched.results)} in {fetched.results[0].parent}")
+            console.print(shown(f"results: {', '.join(p.name for p in fetched.results)} in "
+                                f"{fetched.results[0].parent}"))
         if fetched.model_dir:
             console.print(f"model: {fetched.model_dir}")
 
@@ -74,7 +77,7 @@ def planned(result: Planned) -> None:
         table.add_column(column)
     for point, plan, args in result.runs:
         values = ", ".join(f"{k}={v}" for k, v in point.params.items())
-        table.add_row(plan.run, values, shlex.join(args))
+        table.add_row(*map(shown, (plan.run, values, shlex.join(args))))
     _console().print(table)
 
 
@@ -94,15 +97,15 @@ def runs_table(records: list[RunRecord], cluster: str, notes: list[str], places:
     for r in records:
         step = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
         state = f"{r.state.value} ({ordinal(places[r.run])})" if r.run in places else r.state.value
-        table.add_row(r.run, r.task, state, step, str(len(r.restarts)), _when(r.started_at),
-                      _duration(r.seconds), f"{r.cost_usd:.4f}")
+        table.add_row(*map(shown, (r.run, r.task, state, step, str(len(r.restarts)), _when(r.started_at),
+                                   _duration(r.seconds), f"{r.cost_usd:.4f}")))
     console = _console()
     console.print(table)
     for record in records:
         for line in live_lines(record):
-            console.print(line)
+            console.print(shown(line))
     for note in notes:
-        console.print(f"note: {note}")
+        console.print(shown(f"note: {note}"))
 
 
 def compare_table(compared: list[Compared]) -> None:
@@ -114,9 +117,9 @@ def compare_table(compared: list[Compared]) -> None:
     for c in compared:
         r = c.record
         values = ", ".join(f"{k}={v}" for k, v in r.params.items()) or "-"
-        table.add_row(r.run, values, r.state.value, *(_score(c.final.get(k)) for k in scores),
-                      _score(c.best_eval_loss), _score(c.train_loss), str(r.step), _duration(r.seconds),
-                      str(len(r.restarts)), f"{r.cost_usd:.4f}")
+        table.add_row(*map(shown, (r.run, values, r.state.value, *(_score(c.final.get(k)) for k in scores),
+                                   _score(c.best_eval_loss), _score(c.train_loss), str(r.step), _duration(r.seconds),
+                                   str(len(r.restarts)), f"{r.cost_usd:.4f}")))
     _console().print(table)
 
 
@@ -131,6 +134,6 @@ def stored_table(runs: list[StoredRun], url: str) -> None:
     for item in runs:
         r = item.record
         step = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
-        table.add_row(r.cluster, r.run, r.task, r.state.value, step, ", ".join(map(str, item.checkpoints)) or "-",
-                      f"{item.size_bytes / 2**20:.1f} MiB")
+        table.add_row(*map(shown, (r.cluster, r.run, r.task, r.state.value, step,
+                                   ", ".join(map(str, item.checkpoints)) or "-", f"{item.size_bytes / 2**20:.1f} MiB")))
     _console().print(table)

@@ -8,12 +8,14 @@ import click
 
 from xeoncluster.cli import render, render_runs
 from xeoncluster.cli.group import CONTEXT, cli, cluster_options, command_context
+from xeoncluster.cli.render_training import echo_line
 from xeoncluster.commands import compare as compare_cmd
 from xeoncluster.commands import runs as runs_cmd
 from xeoncluster.commands import stored_runs as stored_runs_cmd
 from xeoncluster.commands import tensorboard as tensorboard_cmd
 from xeoncluster.commands import train as train_cmd
 from xeoncluster.context import CommandContext
+from xeoncluster.runs.display import inert
 
 
 @cli.command(context_settings=CONTEXT)
@@ -65,23 +67,23 @@ def logs(ctx: click.Context, run: str | None, follow: bool, fetch_model: Path | 
         _stored_logs(context, run)
         return
     record = runs_cmd.pick(context, runs_cmd.agent_host(context), run)
-    outcome = train_cmd.follow(context, record.run, render.echo_line, fetch_model, to_the_end=follow,
-                               fail=follow)
+    outcome = train_cmd.follow(context, record.run, echo_line, fetch_model, to_the_end=follow,
+                               fail=follow, steps=echo_line.steps())
     if outcome.detached or outcome.fetched is not None:
         render_runs.training_result(outcome, context.config.name)
     if not outcome.detached:
-        click.echo(runs_cmd.state_line(outcome.record))
+        click.echo(inert(runs_cmd.state_line(outcome.record)))
 
 
 def _stored_logs(context: CommandContext, run: str | None) -> None:
     """The cluster is gone: the run's log and results come from storage."""
     stored = stored_runs_cmd.stored_run(context, run)
     for line in stored_runs_cmd.stored_log(context, stored.record.run).splitlines():
-        render.echo_line(line)
+        echo_line(line)
     fetched = stored_runs_cmd.fetch_stored_results(context, stored.record.run)
     if fetched is not None:
         render_runs.training_result(train_cmd.TrainOutcome(stored.record, fetched), context.config.name)
-    click.echo(runs_cmd.state_line(stored.record) + f" (from storage: {runs_cmd.gone_note(context)})")
+    click.echo(inert(runs_cmd.state_line(stored.record) + f" (from storage: {runs_cmd.gone_note(context)})"))
 
 
 @cli.command(context_settings=CONTEXT)
@@ -99,7 +101,7 @@ def cancel(ctx: click.Context, run: str | None, everything: bool, **opts: Any) -
     for record in runs_cmd.cancel(context, run, everything=everything):
         again = (f"; continue it with `xeoncluster train {record.task} --name {context.config.name} "
                  f"--run {record.run} --resume`") if record.started_at is not None else ""
-        click.echo(runs_cmd.state_line(record) + again)
+        click.echo(inert(runs_cmd.state_line(record) + again))
 
 
 @cli.command(context_settings=CONTEXT)

@@ -10,6 +10,7 @@ import click
 from xeoncluster import sweep
 from xeoncluster.cli import render, render_runs
 from xeoncluster.cli.group import CONTEXT, PassThroughCommand, cli, cluster_options, command_context, pass_through
+from xeoncluster.cli.render_training import echo_line
 from xeoncluster.commands import train as train_cmd
 from xeoncluster.commands import train_storage
 from xeoncluster.context import CommandContext
@@ -123,7 +124,7 @@ def train(ctx: click.Context, task: str | None, module: str | None, workdir: Pat
     if dry_run and (instance_type is not None or nodes is not None):
         _plan_without_cluster(context, request, instance_type, nodes)
         return
-    result = train_cmd.run(context, request, render.echo_line, dry_run, detach, axes)
+    result = train_cmd.run(context, request, echo_line, dry_run, detach, axes, echo_line.steps())
     if isinstance(result, train_cmd.Planned):
         render_runs.planned(result)
         return

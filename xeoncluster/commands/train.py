@@ -16,6 +16,7 @@ from xeoncluster.commands.train_results import Fetched, fetch_results, results_d
 from xeoncluster.commands.train_storage import clusters_with_run, no_checkpoint, run_storage, stored_checkpoint
 from xeoncluster.context import CommandContext
 from xeoncluster.errors import BusyError, ConfigError, TrainingError
+from xeoncluster.node.events import RunEvent
 from xeoncluster.operations.train_prepare import Preparer
 from xeoncluster.providers.base import Node
 from xeoncluster.remote import NodeShell
@@ -61,8 +62,10 @@ class Planned:
 
 
 def run(ctx: CommandContext, request: AnyRequest, echo: Callable[[str], None], dry_run: bool = False,
-        detach: bool = False, axes: tuple[Axis, ...] = ()) -> Planned | list[Submitted] | list[TrainOutcome]:
-    """One run, or with `axes` one per combination of the swept values, queued in that order."""
+        detach: bool = False, axes: tuple[Axis, ...] = (), steps: Callable[[RunEvent], None] | None = None,
+        ) -> Planned | list[Submitted] | list[TrainOutcome]:
+    """One run, or with `axes` one per combination of the swept values, queued in that order. `echo` is
+    told each log line, `steps` (if given) each of the ranks' events."""
     check_run_name(request.run)
     if axes and request.resume:
         raise ConfigError("--sweep starts new runs; it cannot --resume one", hint="resume each run with --run RUN "
@@ -85,7 +88,7 @@ def run(ctx: CommandContext, request: AnyRequest, echo: Callable[[str], None], d
         shell.close()
     if detach:
         return submitted
-    return _follow_all(ctx, submitted, echo, request.fetch_model)
+    return _follow_all(ctx, submitted, echo, request.fetch_model, steps)
 
 
 def _runs(name: str, axes: tuple[Axis, ...]) -> list[tuple[str, Point]]:
@@ -96,13 +99,13 @@ def _runs(name: str, axes: tuple[Axis, ...]) -> list[tuple[str, Point]]:
 
 
 def _follow_all(ctx: CommandContext, submitted: list[Submitted], echo: Callable[[str], None],
-                fetch_model: Path | None) -> list[TrainOutcome]:
+                fetch_model: Path | None, steps: Callable[[RunEvent], None] | None) -> list[TrainOutcome]:
     """Each run in turn; with several, each model goes to its own folder, and the first failure is the
     command's once all have been followed."""
     outcomes = []
     for item in submitted:
         model = fetch_model / item.plan.run if fetch_model is not None and len(submitted) > 1 else fetch_model
-        outcome = follow(ctx, item.plan.run, echo, model, fail=len(submitted) == 1)
+        outcome = follow(ctx, item.plan.run, echo, model, fail=len(submitted) == 1, steps=steps)
         outcomes.append(outcome)
         if outcome.detached:
             break
@@ -185,11 +188,12 @@ def _latest_run(ctx: CommandContext, host: AgentHost, request: AnyRequest) -> st
 
 
 def follow(ctx: CommandContext, run: str, echo: Callable[[str], None], fetch_model: Path | None = None,
-           to_the_end: bool = True, fail: bool = True) -> TrainOutcome:
+           to_the_end: bool = True, fail: bool = True, steps: Callable[[RunEvent], None] | None = None,
+           ) -> TrainOutcome:
     """Show the run's log until it ends (Ctrl-C detaches), then fetch its results. `fail`: a run that
     ended without success is an error with the run's exit code."""
     started = time.monotonic()
-    follower = Follower(lambda: _connect(ctx), ctx.config.name, run, echo, ctx.reporter.warn)
+    follower = Follower(lambda: _connect(ctx), ctx.config.name, run, echo, ctx.reporter.warn, steps=steps)
     try:
         record = follower.follow(to_the_end)
     except KeyboardInterrupt:
