@@ -284,3 +284,18 @@ def test_two_users_of_one_account_keep_their_roles_and_runs_apart(
         act_as(monkeypatch, keys, tmp_path / name)
         assert xc("down", "--name", name[0] + "1").code == 0, name
     assert as_user.denied() == before and instances(ec2) == []
+
+
+def test_an_administrator_removes_a_user_s_cluster_by_naming_its_owner(
+        xc, as_user: GatedServer, ec2, monkeypatch: pytest.MonkeyPatch, tmp_path, xc_home) -> None:
+    keys = as_user.user("xc-user", policy_document(ACCOUNT))
+    act_as(monkeypatch, keys, xc_home)
+    assert xc("up", "--name", "t1", "--nodes", "2").code == 0
+    owner = as_user.client("sts", keys).get_caller_identity()["UserId"]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")  # the administrator, on another machine
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("XEONCLUSTER_HOME", str(tmp_path / "admin"))
+    mine = xc("down", "--name", "t1", "--provider", "aws")
+    assert mine.code == 1 and f"--owner {owner}`" in mine.error and len(instances(ec2)) == 2
+    assert xc("down", "--name", "t1", "--provider", "aws", "--owner", owner).code == 0
+    assert instances(ec2) == []

@@ -73,14 +73,19 @@ def up(ctx: click.Context, keep_on_failure: bool, idle_minutes: float | None, ma
 @click.option("--purge-images", is_flag=True, help="also delete the images this cluster baked")
 @click.option("--force", is_flag=True,
               help="remove the cluster even while another command (e.g. a `train` run) holds it; that run fails")
+@click.option("--owner", metavar="ID", default=None,
+              help="an administrator's: remove the cluster of the identity whose id its owner tag carries "
+                   "(`down` otherwise looks only for your own resources of that name)")
 @click.pass_context
-def down(ctx: click.Context, purge_images: bool, force: bool, **opts: Any) -> None:
+def down(ctx: click.Context, purge_images: bool, force: bool, owner: str | None, **opts: Any) -> None:
     """Remove everything the cluster owns. Finds it by name/tag even if local state is gone; safe to repeat.
 
     Refused while a `train`, `up` or another `down` runs on the cluster, unless --force.
     """
     try:
         context = command_context(ctx, opts, locate=True)
+        if owner is not None:
+            context.provider.act_for(owner)
     except NoStateError as exc:
         down_cmd.forget(exc.name)
         earlier = find_removal(exc.name)

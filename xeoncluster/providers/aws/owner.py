@@ -82,4 +82,5 @@ def _belongs_to(cluster: str, others: set[str], me: str, outcome: str) -> Provid
     return ProviderError(
         f"cluster {cluster} belongs to another identity: its resources carry {TAG_OWNER}="
         f"{', '.join(sorted(others))} and you are {me}; {outcome}",
-        hint=f"its owner runs `xeoncluster down --name {cluster}`, or an administrator removes it")
+        hint=f"its owner runs `xeoncluster down --name {cluster}`, or an administrator: "
+             f"`xeoncluster down --name {cluster} --provider aws --owner {sorted(others)[0]}`")
