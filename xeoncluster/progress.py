@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
@@ -24,6 +24,9 @@ class Reporter:
         self.log_path = log_path
         self._status: Status | None = None
         self._label = ""
+        # Messages quote what nodes and the provider said (an SSH error, a tag); the CLI sets its door
+        # for terminal text here (runs/display.py), which this floor cannot import.
+        self.shown: Callable[[str], str] = str
 
     def attach_log(self, path: Path) -> None:
         self.log_path = path
@@ -36,6 +39,7 @@ class Reporter:
             handle.write(f"{time.strftime('%H:%M:%S')} {text.rstrip()}\n")
 
     def info(self, message: str) -> None:
+        message = self.shown(message)
         self.log(message)
         if self.console is not None:
             self.console.print(f"  {message}", markup=False)
@@ -44,6 +48,7 @@ class Reporter:
             self.stream.flush()
 
     def warn(self, message: str) -> None:
+        message = self.shown(message)
         self.log(f"WARNING {message}")
         if self.console is not None:
             # Warnings quote values read from the cluster: their brackets are text, not markup.
@@ -54,9 +59,10 @@ class Reporter:
 
     def detail(self, message: str) -> None:
         """Progress within the current step: updates the spinner, or prints a plain line."""
+        message = self.shown(message)
         self.log(f"  {message}")
         if self._status is not None:
-            self._status.update(f"{self._label}: {message}")
+            self._status.update(f"{self._label}: {escape(message)}")
         elif self.console is None:
             self.stream.write(f"    {message}\n")
             self.stream.flush()

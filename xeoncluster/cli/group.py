@@ -9,6 +9,7 @@ import click
 
 from xeoncluster.context import CommandContext, make_context, resolve_config
 from xeoncluster.providers.registry import specs
+from xeoncluster.runs.display import inert
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -57,7 +58,9 @@ def command_context(ctx: click.Context, options: dict[str, Any], overrides: dict
     config = resolve_config(merged, overrides, creating=creating, locate=locate)
     for line in config.moved_notes:
         click.echo(f"warning: {line}", err=True)
-    return make_context(config, obj.get("provider_factory"), obj.get("shell_factory"))
+    context = make_context(config, obj.get("provider_factory"), obj.get("shell_factory"))
+    context.reporter.shown = inert
+    return context
 
 
 
