@@ -144,8 +144,10 @@ def test_up_refuses_a_named_bucket_of_another_account(xc: Any, owner_check: Owne
     assert assertion_client(REGION).list_buckets()["Buckets"] == []  # none of ours: no auto bucket either
 
 
-def test_up_puts_back_what_our_auto_bucket_lacks_of_the_lock_down(xc: Any,
-                                                                  owner_check: OwnerCheck) -> None:
+def test_up_names_what_our_auto_bucket_lacks_and_storage_init_puts_it_back(xc: Any,
+                                                                           owner_check: OwnerCheck) -> None:
+    """A user may not change the shared bucket's policy or ownership: `up` names what it lacks and who
+    fixes it, and changes nothing; the administrator's `storage init` puts it back."""
     s3 = assertion_client(REGION)
     s3.create_bucket(Bucket=BUCKET)  # as an earlier version made it: blocked and encrypted, nothing more
     s3.put_public_access_block(Bucket=BUCKET, PublicAccessBlockConfiguration=aws_bucket.PUBLIC_ACCESS_BLOCK)
@@ -155,8 +157,14 @@ def test_up_puts_back_what_our_auto_bucket_lacks_of_the_lock_down(xc: Any,
          "Resource": f"arn:aws:s3:::{BUCKET}"}]}))
     run = xc("up", "--name", "t1", "--nodes", "1")
     assert run.code == 0, run.err
-    assert (f"storage: bucket {BUCKET} lacked ownership controls (ACLs disabled), TLS-only bucket policy; fixed"
+    assert (f"storage: warning: bucket {BUCKET} lacks ownership controls (ACLs disabled), TLS-only bucket policy; "
+            "an administrator puts it back: xeoncluster storage init --provider aws --region us-east-1"
             in run.out + run.err)
+    assert not {"PutBucketPolicy", "PutBucketOwnershipControls"} & {r.operation for r in owner_check.requests}
+    init = xc("storage", "init", "--provider", "aws")
+    assert init.code == 0 and f"run storage ready: s3://{BUCKET}" in init.out, init.err
+    assert (f"storage: bucket {BUCKET} lacked ownership controls (ACLs disabled), TLS-only bucket policy; fixed"
+            in init.out + init.err)
     assert s3.get_bucket_ownership_controls(Bucket=BUCKET)["OwnershipControls"]["Rules"] == [
         {"ObjectOwnership": "BucketOwnerEnforced"}]
     statements = json.loads(s3.get_bucket_policy(Bucket=BUCKET)["Policy"])["Statement"]

@@ -137,11 +137,11 @@ def test_checkpoints_go_to_s3_newest_kept_and_come_back(aws, tmp_path: Path) -> 
 
 
 def test_resolve_without_create_makes_no_bucket(aws) -> None:
-    location = aws_storage.resolve(s3(), "auto", ACCOUNT, REGION, create=False, report=print)
+    location = aws_storage.resolve(s3(), "auto", ACCOUNT, REGION, aws_storage.Access(create=False), print)
     assert location.url == f"s3://{BUCKET}" and location.owner == ACCOUNT
     assert s3().list_buckets()["Buckets"] == []
     with pytest.raises(ConfigError, match="does not exist"):
-        aws_storage.resolve(s3(), "s3://not-here/x", ACCOUNT, REGION, create=False, report=print)
+        aws_storage.resolve(s3(), "s3://not-here/x", ACCOUNT, REGION, aws_storage.Access(create=False), print)
 
 
 def test_a_record_rewritten_while_it_uploads_is_stored_whole(aws, tmp_path: Path) -> None:

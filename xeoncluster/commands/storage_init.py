@@ -9,7 +9,8 @@ from xeoncluster.storage.base import StorageLocation
 
 
 def init_storage(ctx: CommandContext) -> StorageLocation:
-    return ctx.provider.storage_location(ctx.config, ctx.config.storage.url, ctx.state.home / "storage", create=True)
+    return ctx.provider.storage_location(ctx.config, ctx.config.storage.url, ctx.state.home / "storage", create=True,
+                                         setup=True)
 
 
 def root_url(location: StorageLocation) -> str:

@@ -227,9 +227,10 @@ class Provider(ABC):
         return []
 
     def storage_location(self, cluster: ClusterConfig, url: str, default_folder: Path,
-                         create: bool) -> StorageLocation:
+                         create: bool, setup: bool = False) -> StorageLocation:
         """Where runs of this cluster keep what must outlive the nodes. Not supported beyond a folder on
-        this machine (`auto`: `default_folder`); `create` makes it, else it is only checked."""
+        this machine (`auto`: `default_folder`); `create` makes it, else it is only checked; `setup`: the
+        administrator's `storage init`, which also puts back what a shared store lacks of its lock-down."""
         if url == "auto":
             folder = default_folder
         elif url.startswith(("/", "file:///")):

@@ -132,11 +132,11 @@ class AwsProvider(Provider):
         return name if aws_role.profile_exists(self.clients.client("iam"), name) else None
 
     def storage_location(self, cluster: ClusterConfig, url: str, default_folder: Path,
-                         create: bool) -> StorageLocation:
+                         create: bool, setup: bool = False) -> StorageLocation:
         """S3 only (the agent on the master could reach no folder here): aws_storage.resolve says which."""
         with translated(f"preparing the run storage {url}"):
-            return aws_storage.resolve(self.clients.client("s3"), url, self.account_id(), self.region, create,
-                                       self.events, self.owner())
+            return aws_storage.resolve(self.clients.client("s3"), url, self.account_id(), self.region,
+                                       aws_storage.Access(create, setup, self.owner()), self.events)
 
     def open_storage(self, location: StorageLocation) -> Storage:
         """A location recorded before it carried its owner is the caller's account's (so is a master's role)."""

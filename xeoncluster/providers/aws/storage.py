@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -36,21 +36,31 @@ def parse_s3_url(url: str) -> StorageLocation:
     return StorageLocation(url=url.rstrip("/"), container=bucket, prefix=prefix.strip("/"))
 
 
-def resolve(s3: Any, url: str, account: str, region: str, create: bool, report: Callable[[str], None],
-            user: str = "") -> StorageLocation:
-    """`auto`: the account's bucket for the region, below `user`'s own prefix (made if `create` and the
-    caller may: an administrator's one-time step); `s3://BUCKET/PREFIX`: checked and used as named.
-    Either must belong to `account`, which then goes with every request to it."""
+@dataclass(frozen=True)
+class Access:
+    """What resolving a location may do: `create` a missing auto bucket (where the caller may: an
+    administrator), `setup` put back what it lacks of its lock-down (`storage init`); `user`: the
+    caller's id, below which their runs live ("": none, a run agent of a cluster made before owners)."""
+
+    create: bool
+    setup: bool = False
+    user: str = ""
+
+
+def resolve(s3: Any, url: str, account: str, region: str, access: Access,
+            report: Callable[[str], None]) -> StorageLocation:
+    """`auto`: the account's bucket for the region, below the caller's own prefix; `s3://BUCKET/PREFIX`:
+    checked and used as named. Either must belong to `account`, which then goes with every request."""
     if url == "auto":
         bucket = auto_bucket(account, region)
-        ensure_auto_bucket(s3, bucket, region, account, create, report)
+        ensure_auto_bucket(s3, bucket, region, account, access, report)
         # Each user's runs live below their own id: their policy and every role's boundary reach no other.
-        return StorageLocation(url="/".join(("s3:/", bucket, *([user] if user else []))), container=bucket,
-                               prefix=user, owner=account)
+        return StorageLocation(url="/".join(("s3:/", bucket, *([access.user] if access.user else []))),
+                               container=bucket, prefix=access.user, owner=account)
     if not url.startswith("s3://"):
         raise ConfigError(f"storage: {url!r}: on AWS, runs are kept in S3", hint="storage: auto, or s3://BUCKET/PREFIX")
     location = replace(parse_s3_url(url), owner=account)
-    check_named_bucket(s3, location.container, region, account, create, report)
+    check_named_bucket(s3, location.container, region, account, access.create, report)
     return location
 
 
@@ -59,18 +69,21 @@ def setup_command(region: str) -> str:
     return f"xeoncluster storage init --provider aws --region {region}"
 
 
-def ensure_auto_bucket(s3: Any, bucket: str, region: str, owner: str, create: bool,
+def ensure_auto_bucket(s3: Any, bucket: str, region: str, owner: str, access: Access,
                        report: Callable[[str], None]) -> None:
     """The account's bucket for this region: ours (another account's is refused), locked down, incomplete
-    uploads aborted, tagged. With `create`: made when missing, and what it lacks of the lock-down put back,
-    where the caller may (an administrator); a user's policy allows neither, so a user is told what is
-    missing and who fixes it."""
+    uploads aborted, tagged. With `create`: made when missing (a user's policy may not: they are told who
+    does), and what it lacks of the lock-down named; `setup` (the administrator's) puts that back."""
     if aws_bucket.owned(s3, bucket, owner, auto=True):
-        missing = aws_bucket.lacking(s3, bucket, owner) if create else []
-        if missing:
-            _fix_lock_down(s3, bucket, owner, region, missing, report)
+        missing = aws_bucket.lacking(s3, bucket, owner) if access.create else []
+        if missing and access.setup:
+            aws_bucket.lock_down(s3, bucket, owner, missing)
+            report(f"storage: bucket {bucket} lacked {', '.join(missing)}; fixed")
+        elif missing:
+            report(f"storage: warning: bucket {bucket} lacks {', '.join(missing)}; an administrator puts it back: "
+                   f"{setup_command(region)}")
         return
-    if not create:
+    if not access.create:
         return
     settings = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
     try:
@@ -89,19 +102,6 @@ def ensure_auto_bucket(s3: Any, bucket: str, region: str, owner: str, create: bo
         "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": ABORT_INCOMPLETE_AFTER_DAYS}}]})
     s3.put_bucket_tagging(Bucket=bucket, ExpectedBucketOwner=owner,
                           Tagging={"TagSet": [{"Key": TAG_STORAGE, "Value": "runs"}]})
-
-
-def _fix_lock_down(s3: Any, bucket: str, owner: str, region: str, missing: list[str],
-                   report: Callable[[str], None]) -> None:
-    try:
-        aws_bucket.lock_down(s3, bucket, owner, missing)
-    except ClientError as exc:
-        if error_code(exc) not in aws_bucket.DENIED:
-            raise
-        report(f"storage: warning: bucket {bucket} lacks {', '.join(missing)}; an administrator puts it back: "
-               f"{setup_command(region)}")
-        return
-    report(f"storage: bucket {bucket} lacked {', '.join(missing)}; fixed")
 
 
 def check_named_bucket(s3: Any, bucket: str, region: str, owner: str, create: bool,
