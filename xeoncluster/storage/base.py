@@ -1,5 +1,6 @@
 """The storage interface every backend implements (a folder here, a provider's object store), and the
-layout of a cluster's runs in it:
+layout of a cluster's runs in it (on AWS's auto bucket, PREFIX is the user's own id: their policy
+reaches no other):
 
     PREFIX/CLUSTER/runs/RUN/run.json, train.log, events.jsonl
     PREFIX/CLUSTER/runs/RUN/checkpoints/checkpoint-N/...   (MANIFEST.json written last: durable)
