@@ -76,6 +76,16 @@ def test_purge_images_of_one_cluster(provider, master):
     assert provider.images() == []
 
 
+def test_purge_leaves_an_image_of_the_same_cluster_name_that_another_owner_baked(provider, master):
+    cluster, node = master
+    mine = provider.bake(cluster, node, KEY)
+    provider.act_for("AIDACOLLEAGUE0000001")  # a colleague's cluster of the same name baked this one
+    theirs = provider.bake(cluster, node, "e" * 64)
+    provider.act_for(None)
+    assert provider.purge_images(cluster).items["image"] == [mine.id]
+    assert [i.id for i in provider.images()] == [theirs.id]
+
+
 def test_interrupted_bake_leaves_no_image(provider, ec2, aws, master):
     cluster, node = master
     aws.fail("DescribeImages", KeyboardInterrupt())

@@ -11,6 +11,7 @@ from botocore.exceptions import ClientError
 
 from xeoncluster.errors import ConfigError, ProviderError
 from xeoncluster.providers.aws.clients import (
+    cluster_filter,
     cluster_tags,
     error_code,
     error_text,
@@ -229,14 +230,15 @@ def delete_snapshot(ec2: Any, snapshot_id: str, sleep: Callable[[float], None]) 
     raise AssertionError("unreachable")
 
 
-def purge_images(ec2: Any, cluster: str, sleep: Callable[[float], None] = time.sleep) -> Removed:
-    found = ec2.describe_images(Owners=["self"],
-                                Filters=[{"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]}])["Images"]
+def purge_images(ec2: Any, cluster: str, sleep: Callable[[float], None] = time.sleep, owner: str = "") -> Removed:
+    """The images `cluster` baked for `owner` ("": any), and their snapshots: an image a colleague's
+    cluster of the same name baked is theirs."""
+    mine = cluster_filter(cluster, owner)
+    found = ec2.describe_images(Owners=["self"], Filters=mine)["Images"]
     removed = Removed({"image": [], "snapshot": []})
     for raw in found:
         removed = removed.merge(remove_image(ec2, raw["ImageId"], sleep))
     # Snapshots whose AMI is already gone (e.g. a deregister that got interrupted).
-    orphans = paginate(ec2, "describe_snapshots", "Snapshots", OwnerIds=["self"],
-                       Filters=[{"Name": f"tag:{TAG_CLUSTER}", "Values": [cluster]}])
+    orphans = paginate(ec2, "describe_snapshots", "Snapshots", OwnerIds=["self"], Filters=mine)
     leftover = [s["SnapshotId"] for s in orphans if s["SnapshotId"] not in removed.items["snapshot"]]
     return removed.merge(Removed({"snapshot": [s for s in leftover if delete_snapshot(ec2, s, sleep)]}))

@@ -222,7 +222,7 @@ class AwsProvider(Provider):
 
     def purge_images(self, cluster: ClusterConfig) -> Removed:
         with translated(f"removing the images of cluster {cluster.name}"):
-            return aws_images.purge_images(self.ec2, cluster.name, self.sleep)
+            return aws_images.purge_images(self.ec2, cluster.name, self.sleep, self.owner())
 
     # -- instances -------------------------------------------------------------------------
     def launch(self, cluster: ClusterConfig, count: int, image: Image | None, role: str, first_index: int,
