@@ -69,8 +69,8 @@ def no_placement_groups(client: Any) -> None:
 def run_one(nodes: int) -> dict[str, Any]:
     from moto import mock_aws
 
-    from xeoncluster.config import ClusterConfig
     from xeoncluster.providers.aws.provider import AwsProvider
+    from xeoncluster.providers.config import ClusterConfig
 
     cluster = ClusterConfig.model_validate({"name": "bench", "provider": "aws", "region": "us-east-1",
                                             "nodes": nodes, "ssh": {"cidr": "auto"}})

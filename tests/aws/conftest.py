@@ -50,9 +50,9 @@ from moto import mock_aws
 from moto.core import DEFAULT_ACCOUNT_ID
 from recording_shell import ShellLog
 
-from xeoncluster.config import ClusterConfig
 from xeoncluster.providers.aws.boundary import BOUNDARY_NAME, boundary_document
 from xeoncluster.providers.aws.provider import AwsProvider
+from xeoncluster.providers.config import ClusterConfig
 from xeoncluster.standin import moto_s3_policy
 
 

@@ -1,4 +1,4 @@
-"""A recording stand-in for the SSH seam (`xeoncluster.remote.NodeShell`) for AWS lifecycle tests.
+"""A recording stand-in for the SSH seam (`xeoncluster.remote.shell.NodeShell`) for AWS lifecycle tests.
 
 moto hands out addresses that must never be dialled, so every CLI test under moto replaces
 FabricShell with this. It records every command and file per node, answers as a fresh Ubuntu node
@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xeoncluster.errors import RemoteError
+from xeoncluster.core.errors import RemoteError
 from xeoncluster.providers.base import Node
-from xeoncluster.remote import CommandResult, RemoteFile, SshIdentity
+from xeoncluster.remote.shell import CommandResult, RemoteFile, SshIdentity
 
 PROBE = re.compile(r"\|\| echo MISSING ([^\s;]+)")
 MESH_MARK = "ssh -o BatchMode=yes"

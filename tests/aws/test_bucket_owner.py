@@ -25,7 +25,7 @@ from xeoncluster.agent.storage_sync import StorageSync
 from xeoncluster.providers.aws import bucket as aws_bucket
 from xeoncluster.providers.aws import storage as aws_storage
 from xeoncluster.providers.aws.provider import AwsProvider
-from xeoncluster.remote import CommandResult
+from xeoncluster.remote.shell import CommandResult
 from xeoncluster.runs.record import RunRecord, RunState
 from xeoncluster.runs.stored_checkpoints import download_checkpoint, durable_steps
 from xeoncluster.runs.submission import Submission

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from aws_helpers import PUBLIC_KEY, cluster_config
 
-from xeoncluster.errors import ProviderError
+from xeoncluster.core.errors import ProviderError
 
 
 def subnet_zone(ec2):

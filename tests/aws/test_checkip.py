@@ -11,7 +11,7 @@ import socket
 import pytest
 from aws_helpers import REGION, cluster_config
 
-from xeoncluster.errors import ConfigError
+from xeoncluster.core.errors import ConfigError
 from xeoncluster.providers.aws import checkip as aws_checkip
 from xeoncluster.providers.aws.checkip import CheckIp
 from xeoncluster.providers.aws.provider import AwsProvider

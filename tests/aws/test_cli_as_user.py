@@ -143,7 +143,7 @@ def the_agent_of_t1(xc, shell, ec2, monkeypatch: pytest.MonkeyPatch) -> Any:
     import boto3
 
     from xeoncluster.agent import context as agent_context
-    from xeoncluster.context import make_context
+    from xeoncluster.cluster.command_context import make_context
 
     role = "arn:aws:iam::123456789012:role/xeoncluster-t1-us-east-1"
     master = next(i["InstanceId"] for i in instances(ec2) if "IamInstanceProfile" in i)
@@ -182,7 +182,7 @@ def test_the_run_agent_launches_nothing_beyond_the_cluster_s_size_plus_its_repla
     agent holds itself to the cluster's size plus the replacements under way."""
     from test_cli_repair import spot_interrupt
 
-    from xeoncluster.errors import ProviderError
+    from xeoncluster.core.errors import ProviderError
     from xeoncluster.operations.repair import recorded_base, recorded_image, repair
 
     assert xc("up", "--name", "t1", "--nodes", "2").code == 0
@@ -221,8 +221,8 @@ def test_two_users_of_one_account_keep_their_roles_and_runs_apart(
     policy, reaches neither Bob's instances nor Bob's runs."""
     import boto3
 
-    from xeoncluster.config import load_config
-    from xeoncluster.state import StateDir
+    from xeoncluster.cluster.state import StateDir
+    from xeoncluster.providers.config import load_config
 
     users = {name: as_user.user(name, policy_document(ACCOUNT)) for name in ("alice", "bob")}
     ids = {name: as_user.client("sts", keys).get_caller_identity()["UserId"] for name, keys in users.items()}

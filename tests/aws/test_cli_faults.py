@@ -10,7 +10,7 @@ import pytest
 from aws_helpers import live_state, nothing_left, own_images, seed_cached_image, stock_image_key, write_config
 from recording_shell import MESH_MARK
 
-from xeoncluster.errors import ProviderError, RemoteError
+from xeoncluster.core.errors import ProviderError, RemoteError
 
 CONFIG = "aws:\n  placement_group: true\n"
 UP = ("up", "--name", "t1", "--nodes", "2")
@@ -108,7 +108,7 @@ def test_ctrl_c_at_each_step_exits_130_and_leaves_nothing(xc, shell, ec2, aws, x
     elif where == "shell":
         shell.raise_when(how, KeyboardInterrupt())
     else:
-        from xeoncluster.progress import Reporter
+        from xeoncluster.core.progress import Reporter
         real = Reporter.detail
 
         def detail(self, message):

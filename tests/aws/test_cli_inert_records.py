@@ -18,11 +18,11 @@ import pytest
 from aws_helpers import write_config
 from recording_shell import listed_record
 
-from xeoncluster.remote import CommandResult
-from xeoncluster.removals import REMOVED, Removal
+from xeoncluster.cluster.removals import REMOVED, Removal
+from xeoncluster.cluster.state import StateDir
+from xeoncluster.remote.shell import CommandResult
 from xeoncluster.runs.host import LocalHost
 from xeoncluster.runs.record import RunRecord, RunState
-from xeoncluster.state import StateDir
 
 BUCKET = "xc-inert-runs"
 

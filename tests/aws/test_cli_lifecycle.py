@@ -24,8 +24,8 @@ from aws_helpers import (
 )
 from recording_shell import MESH_MARK
 
-from xeoncluster.contract import VERSION
 from xeoncluster.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY, TAG_ROLE
+from xeoncluster.wire.contract import VERSION
 
 SIZES = [1, 4, 64]
 

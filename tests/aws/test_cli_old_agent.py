@@ -8,9 +8,9 @@ import json
 from recording_shell import listed_record
 
 from tests.unit.test_old_records import RUN_JSON_0_1
-from xeoncluster.contract import VERSION
-from xeoncluster.remote import CommandResult
+from xeoncluster.remote.shell import CommandResult
 from xeoncluster.runs.client import app_digest
+from xeoncluster.wire.contract import VERSION
 
 
 def master_from_0_1(shell, monkeypatch, running: bool = False) -> None:

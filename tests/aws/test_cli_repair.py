@@ -92,10 +92,10 @@ def test_the_agent_replaces_a_node_while_the_image_bakes_without_asking_ssm(xc, 
     """Right after a parallel `up` the image is still being baked, so a replacement starts from the base
     image. The run agent does that with the master's role, which may not read SSM: the base image id
     travels in the state `up` wrote."""
-    from xeoncluster.config import load_config
-    from xeoncluster.context import make_context
+    from xeoncluster.cluster.command_context import make_context
+    from xeoncluster.cluster.state import StateDir
     from xeoncluster.operations.repair import repair
-    from xeoncluster.state import StateDir
+    from xeoncluster.providers.config import load_config
 
     Path("cluster.yaml").write_text("image_strategy: parallel\n")
     assert xc("up", "--name", "t1", "--nodes", "2").code == 0

@@ -18,11 +18,11 @@ import pytest
 from aws_helpers import write_config
 from recording_shell import fake_host_key, listed_record
 
-from xeoncluster.config import load_config
+from xeoncluster.cluster.state import StateDir
 from xeoncluster.providers.base import Node
-from xeoncluster.remote import CommandResult
+from xeoncluster.providers.config import load_config
+from xeoncluster.remote.shell import CommandResult
 from xeoncluster.runs.record import RunRecord, RunState
-from xeoncluster.state import StateDir
 
 INJECTED = "203.0.113.7\nHost *\n  ProxyCommand touch /tmp/xc-pwned"
 EVIL_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIEVILEVILEVILEVILEVILEVILEVILEVILEVILEVILEVIL"

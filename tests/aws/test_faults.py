@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from aws_helpers import PUBLIC_KEY, cluster_config, live_state, nothing_left
 
-from xeoncluster.errors import XeonClusterError
+from xeoncluster.core.errors import XeonClusterError
 
 # (operation, occurrence) for every mutating EC2 call of a full `up` with a placement group.
 UP_MUTATIONS = [

@@ -6,7 +6,7 @@ import re
 import pytest
 from aws_helpers import PUBLIC_KEY, UBUNTU_AMI, cluster_config
 
-from xeoncluster.errors import ConfigError, ProviderError
+from xeoncluster.core.errors import ConfigError, ProviderError
 from xeoncluster.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY
 
 KEY = "f" * 64

@@ -144,7 +144,7 @@ def test_changed_public_key_replaces_the_key_pair(provider, ec2, events):
 
 
 def test_foreign_security_group_is_not_adopted(provider, ec2):
-    from xeoncluster.errors import ProviderError
+    from xeoncluster.core.errors import ProviderError
     vpc = ec2.describe_vpcs(Filters=[{"Name": "is-default", "Values": ["true"]}])["Vpcs"][0]["VpcId"]
     ec2.create_security_group(GroupName="xeoncluster-t1", Description="someone else's", VpcId=vpc)
     with pytest.raises(ProviderError, match="not tagged"):

@@ -5,10 +5,10 @@ import json
 
 from aws_helpers import PUBLIC_KEY, UBUNTU_AMI, cluster_config, stock_image_key
 
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.cluster.state import StateDir
 from xeoncluster.commands import plan as plan_cmd
-from xeoncluster.context import CommandContext
-from xeoncluster.progress import Reporter
-from xeoncluster.state import StateDir
+from xeoncluster.core.progress import Reporter
 
 
 def make_plan(provider, cluster, tmp_path):

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from aws_helpers import ApiRecorder, cluster_config
 
-from xeoncluster.errors import ConfigError
+from xeoncluster.core.errors import ConfigError
 
 
 def quota(value: float) -> Callable[[dict[str, Any]], dict[str, Any]]:

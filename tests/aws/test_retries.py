@@ -12,7 +12,7 @@ import pytest
 from aws_helpers import PUBLIC_KEY, cluster_config
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from xeoncluster.errors import ProviderError
+from xeoncluster.core.errors import ProviderError
 from xeoncluster.providers.aws.clients import NO_RETRIES, OPTIONAL_RETRIES, RUN_ATTEMPTS, is_retryable
 
 ERROR_XML = ('<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{code}</Code>'

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from aws_helpers import PUBLIC_KEY, REGION, cluster_config
 
-from xeoncluster.errors import ConfigError
+from xeoncluster.core.errors import ConfigError
 
 
 def main_route_table(ec2, vpc_id):
@@ -73,10 +73,10 @@ def test_a_main_route_table_without_a_default_route_fails_every_subnet(make_prov
 
 
 def test_plan_only_warns(provider, ec2, tmp_path):
+    from xeoncluster.cluster.command_context import CommandContext
+    from xeoncluster.cluster.state import StateDir
     from xeoncluster.commands import plan as plan_cmd
-    from xeoncluster.context import CommandContext
-    from xeoncluster.progress import Reporter
-    from xeoncluster.state import StateDir
+    from xeoncluster.core.progress import Reporter
 
     isolate(ec2, subnet_in(ec2, "us-east-1a"))
     cluster = cluster_config(zones=["us-east-1a"])

@@ -14,7 +14,7 @@ from aws_helpers import REGION, live_state, write_config
 
 from xeoncluster.agent.checkpoint_source import OnMaster
 from xeoncluster.agent.storage_sync import StorageSync
-from xeoncluster.errors import ConfigError
+from xeoncluster.core.errors import ConfigError
 from xeoncluster.providers.aws import storage as aws_storage
 from xeoncluster.providers.aws.role import RoleScope, master_policy
 from xeoncluster.runs.stored_checkpoints import download_checkpoint, durable_steps

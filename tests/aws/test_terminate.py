@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from aws_helpers import PUBLIC_KEY, UBUNTU_AMI, cluster_config, live_state, nothing_left
 
-from xeoncluster.errors import ProviderError
+from xeoncluster.core.errors import ProviderError
 
 
 def test_terminate_by_tag_with_a_fresh_provider(make_provider, ec2):

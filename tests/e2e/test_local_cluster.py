@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from tests.e2e.conftest import LocalEnv, leftovers
-from xeoncluster.state import StateDir
+from xeoncluster.cluster.state import StateDir
 
 NODES = ["node0", "node1", "node2"]
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from tests.conftest import CliResult, run_cli
 from tests.e2e.conftest import LocalEnv, leftovers
+from xeoncluster.cluster.state import StateDir
 from xeoncluster.providers.local.net import bridge_name
-from xeoncluster.state import StateDir
 
 SUBNET = "10.215.2.0/24"
 # Old code went to AWS here; make sure nothing can leave this machine if it does.

@@ -157,9 +157,9 @@ def test_resume_across_nodes_continues_from_the_checkpoint(local_env: LocalEnv, 
 def test_official_squad_v2_scoring_of_fetched_predictions_matches_metrics(
         local_env: LocalEnv, cluster2: str, tmp_path: Path) -> None:
     """The run brings back predictions.json, null_odds.json and loss.png; the official v2.0 evaluation
-    logic applied to them (independent of xeoncluster/node/squad_metrics.py) gives the EM/F1 in metrics.json."""
+    logic applied to them (independent of xeoncluster/node/tasks/squad_metrics.py) gives the EM/F1 in metrics.json."""
     from tests.training.squad_official import evaluate, official_layout
-    from xeoncluster.node.demo_assets import DemoLayout, ensure_demo_assets
+    from xeoncluster.node.tasks.demo_assets import DemoLayout, ensure_demo_assets
 
     local_env.ok("train", "squad", "--name", cluster2, "--demo", "--run", "squad-official", "--",
                  "--max-steps", "300", "--no-eval-before", timeout=900)

@@ -16,7 +16,7 @@ import pytest
 
 from tests.e2e.conftest import LocalEnv
 from tests.e2e.test_recovery import wait_for_end
-from xeoncluster.workdir import scan
+from xeoncluster.job.workdir import scan
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

@@ -13,7 +13,7 @@ import yaml
 
 from tests.kube.test_export_torchrun import REPO, run_pod
 from xeoncluster.cli import main
-from xeoncluster.workdir import scan
+from xeoncluster.job.workdir import scan
 
 EXAMPLES = REPO / "examples"
 

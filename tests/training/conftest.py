@@ -12,7 +12,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 @pytest.fixture(scope="session")
 def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from xeoncluster.node.demo_assets import ensure_demo_assets
+    from xeoncluster.node.tasks.demo_assets import ensure_demo_assets
 
     root = tmp_path_factory.mktemp("demo") / "assets"
     ensure_demo_assets(root, seed=0)

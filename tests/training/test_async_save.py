@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 import torch
 
-from xeoncluster.node import checkpoint_writer
-from xeoncluster.node.checkpoints import is_complete, last_complete_checkpoint
-from xeoncluster.node.cli import parse
-from xeoncluster.node.config import from_args
-from xeoncluster.node.errors import TrainingError
-from xeoncluster.node.event_reporter import EventReporter
-from xeoncluster.node.interruption import NoticeWatcher, StopOnNotice, WatchSettings
-from xeoncluster.node.stack import StackPlan
-from xeoncluster.node.trainer_setup import make_trainer, training_arguments
+from xeoncluster.node.checkpoints import checkpoint_writer
+from xeoncluster.node.checkpoints.interruption import NoticeWatcher, StopOnNotice, WatchSettings
+from xeoncluster.node.checkpoints.resume_point import is_complete, last_complete_checkpoint
+from xeoncluster.node.events.event_reporter import EventReporter
+from xeoncluster.node.startup.cli import parse
+from xeoncluster.node.startup.errors import TrainingError
+from xeoncluster.node.startup.run_config import from_args
+from xeoncluster.node.startup.stack_check import StackPlan
+from xeoncluster.node.startup.trainer_setup import make_trainer, training_arguments
 
 SINGLE = StackPlan(stack="stock", backend=None, use_ipex=False)
 
@@ -57,7 +57,7 @@ def events(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[tuple[int, b
         if event.kind == "checkpoint":
             seen.append((event.step, is_complete(tmp_path / "run" / f"checkpoint-{event.step}")))
 
-    monkeypatch.setattr("xeoncluster.node.event_reporter.emit", emit)
+    monkeypatch.setattr("xeoncluster.node.events.event_reporter.emit", emit)
     return seen
 
 
@@ -115,7 +115,7 @@ class LocalShell:
     """The agent's NodeShell, run here: every node is this machine."""
 
     def run(self, nodes: list[Any], command: str) -> dict[str, Any]:
-        from xeoncluster.remote import CommandResult
+        from xeoncluster.remote.shell import CommandResult
 
         proc = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
         return {n.name: CommandResult(n.name, proc.returncode, proc.stdout, proc.stderr) for n in nodes}

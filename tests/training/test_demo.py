@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from xeoncluster.node.demo_assets import DemoLayout, ensure_demo_assets
+from xeoncluster.node.tasks.demo_assets import DemoLayout, ensure_demo_assets
 
 from .training_helpers import run_training
 

@@ -1,4 +1,4 @@
-from xeoncluster.node.distributed import DistInfo, export_env, from_env, missing_master_addr
+from xeoncluster.node.startup.distributed import DistInfo, export_env, from_env, missing_master_addr
 
 
 def test_no_variables_means_single_process() -> None:

@@ -2,10 +2,10 @@ from pathlib import Path
 
 import pytest
 
-from xeoncluster.node.errors import TrainingError
-from xeoncluster.node.glue_data import get_task, load_glue, read_glue_file
-from xeoncluster.node.glue_metrics import glue_scores
-from xeoncluster.node.sources import DataSource
+from xeoncluster.node.startup.errors import TrainingError
+from xeoncluster.node.tasks.glue_data import get_task, load_glue, read_glue_file
+from xeoncluster.node.tasks.glue_metrics import glue_scores
+from xeoncluster.node.tasks.sources import DataSource
 
 from .training_helpers import SHARED_DATA
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from xeoncluster.node import config as run_config
-from xeoncluster.node.cli import parse
-from xeoncluster.node.grad_exchange import bf16_gloo_hook, tuned_ddp_handler
-from xeoncluster.node.stack import StackPlan
-from xeoncluster.node.trainer_setup import training_arguments
+from xeoncluster.node.startup import run_config
+from xeoncluster.node.startup.cli import parse
+from xeoncluster.node.startup.grad_exchange import bf16_gloo_hook, tuned_ddp_handler
+from xeoncluster.node.startup.stack_check import StackPlan
+from xeoncluster.node.startup.trainer_setup import training_arguments
 
 SINGLE = StackPlan(stack="stock", backend=None, use_ipex=False)
 
@@ -104,8 +104,8 @@ def one_rank_group(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-
 def test_exchange_clock_records_every_bucket_of_a_step_and_leaves_gradients_alone(one_rank_group: None) -> None:
     import torch
 
-    from xeoncluster.node.exchange_clock import ExchangeClock
-    from xeoncluster.node.grad_exchange import PowerSgd, exchange_hook
+    from xeoncluster.node.diagnostics.exchange_clock import ExchangeClock
+    from xeoncluster.node.startup.grad_exchange import PowerSgd, exchange_hook
 
     torch.manual_seed(0)
     model, reference = torch.nn.Linear(64, 8), torch.nn.Linear(64, 8)
@@ -129,7 +129,7 @@ def test_exchange_clock_records_every_bucket_of_a_step_and_leaves_gradients_alon
 def test_powersgd_compresses_from_its_start_step_on_gloo(one_rank_group: None) -> None:
     import torch
 
-    from xeoncluster.node.grad_exchange import PowerSgd, exchange_hook
+    from xeoncluster.node.startup.grad_exchange import PowerSgd, exchange_hook
 
     torch.manual_seed(0)
     model = torch.nn.Linear(256, 128, bias=False)

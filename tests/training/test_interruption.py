@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from xeoncluster.node.checkpoints import is_complete
-from xeoncluster.node.events import parse_line
-from xeoncluster.node.startup_clock import read_parts
+from xeoncluster.node.checkpoints.resume_point import is_complete
+from xeoncluster.node.diagnostics.startup_clock import read_parts
+from xeoncluster.node.events.events import parse_line
 
 from .test_ddp_equivalence import _free_port
 from .training_helpers import REPO, offline_env

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from xeoncluster.node.canvas import Canvas
-from xeoncluster.node.loss_curve import EVAL_COLOUR, TRAIN_COLOUR, LossCurve, write_loss_png
-from xeoncluster.node.png import SIGNATURE, encode_rgb
+from xeoncluster.node.events.canvas import Canvas
+from xeoncluster.node.events.loss_curve import EVAL_COLOUR, TRAIN_COLOUR, LossCurve, write_loss_png
+from xeoncluster.node.events.png import SIGNATURE, encode_rgb
 
 
 def chunks(data: bytes) -> list[tuple[bytes, bytes]]:

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from xeoncluster.node.interruption import NoticeWatcher, Policy, StopOnNotice, WatchSettings
-from xeoncluster.node.notices import AwsImds, Notice, StopFile, sources_from_env
+from xeoncluster.node.checkpoints.interruption import NoticeWatcher, Policy, StopOnNotice, WatchSettings
+from xeoncluster.node.checkpoints.notices import AwsImds, Notice, StopFile, sources_from_env
 
 
 class FakeImds:
@@ -93,7 +93,7 @@ def step_end(stop: StopOnNotice, step: int) -> SimpleNamespace:
 @pytest.fixture
 def printed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     lines: list[str] = []
-    monkeypatch.setattr("xeoncluster.node.interruption.emit", lambda event: lines.append(event.to_json()))
+    monkeypatch.setattr("xeoncluster.node.checkpoints.interruption.emit", lambda event: lines.append(event.to_json()))
     return lines
 
 

@@ -1,6 +1,6 @@
 import numpy as np
 
-from xeoncluster.node.squad_features import PostprocessConfig, postprocess_predictions
+from xeoncluster.node.tasks.squad_features import PostprocessConfig, postprocess_predictions
 
 CONTEXT = "Vexa is the capital of Norland ."
 # Tokens: [CLS] what ? [SEP] vexa is the capital of norland . [SEP]

@@ -1,4 +1,4 @@
-from xeoncluster.node.precision import has_native_bf16, resolve_precision
+from xeoncluster.node.startup.precision import has_native_bf16, resolve_precision
 
 SAPPHIRE_RAPIDS = "processor\t: 0\nflags\t\t: fpu avx512f avx512_bf16 amx_bf16 amx_tile amx_int8\n"
 ICE_LAKE = "processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_vnni\nbugs\t\t: spectre\n"

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from xeoncluster.node.loss_curve import curve_from_history
-from xeoncluster.node.predictions import NULL_ODDS, PREDICTIONS, glue_records, squad_files, write_files
-from xeoncluster.node.squad_features import NO_SPAN_ODDS, PostprocessConfig, postprocess
-from xeoncluster.node.squad_metrics import squad_scores
+from xeoncluster.node.events.loss_curve import curve_from_history
+from xeoncluster.node.tasks.predictions import NULL_ODDS, PREDICTIONS, glue_records, squad_files, write_files
+from xeoncluster.node.tasks.squad_features import NO_SPAN_ODDS, PostprocessConfig, postprocess
+from xeoncluster.node.tasks.squad_metrics import squad_scores
 
 from .squad_official import evaluate, official_layout
 from .test_postprocess import EXAMPLE, FEATURE, _logits

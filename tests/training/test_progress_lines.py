@@ -6,8 +6,8 @@ from __future__ import annotations
 import io
 
 from xeoncluster.cli.render_training import TrainingLines
-from xeoncluster.node.events import RunEvent
-from xeoncluster.node.progress import Pace, clock
+from xeoncluster.node.events.events import RunEvent
+from xeoncluster.node.events.progress_lines import Pace, clock
 
 STEP = "[0] step 30/120  loss 2.1728  lr 7.58e-04  epoch 0.16  79.7 samples/s  eta 0:00:18"
 LINES = ["[0] squad: 3000 examples -> 3000 features", STEP, "[0] eval  step 30/120  eval_loss 1.9909",

@@ -1,8 +1,8 @@
 import json
 from pathlib import Path
 
-from xeoncluster.node.sources import DataSource
-from xeoncluster.node.squad_data import load_squad, read_squad_file
+from xeoncluster.node.tasks.sources import DataSource
+from xeoncluster.node.tasks.squad_data import load_squad, read_squad_file
 
 from .training_helpers import SHARED_DATA
 

@@ -1,6 +1,6 @@
 import pytest
 
-from xeoncluster.node.squad_metrics import exact_score, f1_score, gold_answers, normalize_answer, squad_scores
+from xeoncluster.node.tasks.squad_metrics import exact_score, f1_score, gold_answers, normalize_answer, squad_scores
 
 
 def test_normalization_lowercases_and_drops_punctuation_articles_and_spaces() -> None:

@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from xeoncluster.node.stack import StackError, StackPlan, Versions, plan_stack
+from xeoncluster.node.startup.stack_check import StackError, StackPlan, Versions, plan_stack
 
 STOCK = Versions(torch="2.13.0+cpu", transformers="5.23.0")
 INTEL = Versions(torch="2.7.0+cpu", transformers="4.52.4", ipex="2.7.0+cpu", oneccl="2.7.0+cpu")

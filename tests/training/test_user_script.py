@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from tests.training.training_helpers import REPO, offline_env
-from xeoncluster.node.events import MARKER
+from xeoncluster.node.events.events import MARKER
 
 
 def wrap(tmp_path: Path, script: str, *args: str, resume: bool = False,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from xeoncluster.errors import RemoteError, TrainingError
-from xeoncluster.node.events import RunEvent
-from xeoncluster.remote import CommandResult
+from xeoncluster.core.errors import RemoteError, TrainingError
+from xeoncluster.node.events.events import RunEvent
+from xeoncluster.remote.shell import CommandResult
 from xeoncluster.runs.follow import CHUNK_BYTES, Follower, read_chunk
 from xeoncluster.runs.host import LocalHost
 from xeoncluster.runs.record import RunFiles, RunRecord, RunState

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from xeoncluster import untrusted
 from xeoncluster.agent.checkpoint_source import OverSsh
-from xeoncluster.commands.train_results import fetch_results
+from xeoncluster.cluster import untrusted
+from xeoncluster.commands.train.train_results import fetch_results
 from xeoncluster.providers.base import Node
-from xeoncluster.remote import CommandResult
+from xeoncluster.remote.shell import CommandResult
 from xeoncluster.runs.archive import unpack
 
 MASTER = Node("node0", "i-1", "10.0.0.1", "10.0.0.1", "master", "local", None, None)

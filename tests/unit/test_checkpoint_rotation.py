@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from xeoncluster.node.checkpoints import MARKERS, is_complete, last_complete_checkpoint, rotate
+from xeoncluster.node.checkpoints.resume_point import MARKERS, is_complete, last_complete_checkpoint, rotate
 
 
 def _checkpoint(out: Path, step: int, complete: bool) -> Path:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from xeoncluster.cli import main
-from xeoncluster.config import ClusterConfig, load_config
-from xeoncluster.errors import ConfigError
+from xeoncluster.core.errors import ConfigError
+from xeoncluster.providers.config import ClusterConfig, load_config
 from xeoncluster.providers.local.net import NETNS_PREFIX
 
 

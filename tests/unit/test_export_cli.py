@@ -10,7 +10,7 @@ import yaml
 
 from xeoncluster.cli import main
 from xeoncluster.cli.export_command import export as export_command
-from xeoncluster.stacks import get_stack
+from xeoncluster.core.stacks import get_stack
 
 FOUR_C7I = ["--nodes", "4", "--instance-type", "c7i.16xlarge"]
 

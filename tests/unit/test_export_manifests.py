@@ -10,15 +10,15 @@ import kubeflow_trainer_api.models as trainer_models
 import pytest
 from kubeflow.training.api_client import ApiClient
 
+from xeoncluster.core.stacks import get_stack
+from xeoncluster.job.train_plan import dry_run_plan
+from xeoncluster.job.train_request import TaskRequest
 from xeoncluster.kube.export import Export, export
 from xeoncluster.kube.job_spec import ExportRequest
 from xeoncluster.kube.machine import machine
 from xeoncluster.kube.resources import pod_share, pod_topology
 from xeoncluster.providers.aws import catalog as aws_catalog
-from xeoncluster.stacks import get_stack
 from xeoncluster.topology import plan_ranks
-from xeoncluster.train_plan import dry_run_plan
-from xeoncluster.train_request import TaskRequest
 
 IMAGE = "registry.example.com/xeoncluster-training:stock"
 

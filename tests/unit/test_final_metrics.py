@@ -11,21 +11,21 @@ import pytest
 
 from xeoncluster.agent import storage_sync
 from xeoncluster.agent.supervisor import Supervisor
-from xeoncluster.commands.train_results import fetch_results
-from xeoncluster.config import ClusterConfig
-from xeoncluster.context import CommandContext
-from xeoncluster.progress import Reporter
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.cluster.state import StateDir
+from xeoncluster.commands.train.train_results import fetch_results
+from xeoncluster.core.progress import Reporter
+from xeoncluster.core.stacks import get_stack
+from xeoncluster.job.train_plan import build_plan
+from xeoncluster.job.train_request import TaskRequest
 from xeoncluster.providers.base import Node
+from xeoncluster.providers.config import ClusterConfig
 from xeoncluster.providers.local.provider import LocalProvider
-from xeoncluster.remote import CommandResult, RemoteFile
+from xeoncluster.remote.shell import CommandResult, RemoteFile
 from xeoncluster.runs.record import Restart, RunFiles, RunRecord, RunState
 from xeoncluster.runs.submission import Submission
-from xeoncluster.stacks import get_stack
-from xeoncluster.state import StateDir
 from xeoncluster.storage.base import StorageLocation
 from xeoncluster.topology import CpuTopology
-from xeoncluster.train_plan import build_plan
-from xeoncluster.train_request import TaskRequest
 
 MASTER = Node("node0", "n0", "10.0.0.2", "10.0.0.2", "master", "local")
 

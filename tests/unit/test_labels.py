@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from xeoncluster.node.events import RunEvent, emit, parse_line
-from xeoncluster.node.labels import LabelledWriter
+from xeoncluster.node.events.events import RunEvent, emit, parse_line
+from xeoncluster.node.events.labels import LabelledWriter
 
 
 def test_a_line_another_thread_prints_between_a_prints_text_and_its_newline_stays_apart() -> None:

@@ -12,25 +12,21 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "xeoncluster"
 
-# (floor, module prefixes). A prefix names a package, or a module of the package's top level.
+# The floors, top to bottom, each the folders of xeoncluster/ that stand on it. A module's floor is the
+# first folder of its path: nothing else sorts modules, and no module sits at the package's top.
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
-    ("cli", ("xeoncluster.cli",)),
-    ("commands", ("xeoncluster.commands",)),
-    ("agent", ("xeoncluster.agent",)),
-    ("operations", ("xeoncluster.operations", "xeoncluster.kube")),
-    ("runs", ("xeoncluster.runs",)),
-    ("cluster", tuple(f"xeoncluster.{name}" for name in (
-        "context", "state_refresh", "state", "remote", "removals", "playbook", "image", "cluster_files",
-        "package_sync", "untrusted", "train_plan", "train_request", "script_plan", "workdir", "run_outputs",
-        "autostop", "bake_lock", "progress", "packages", "remote_command", "sweep", "trackers"))),
-    ("providers", ("xeoncluster.providers", "xeoncluster.storage", "xeoncluster.topology")),
-    # A provider's declaration (its spec and settings) sits with the config that validates against it;
-    # it imports nothing of its provider.
-    ("config", ("xeoncluster.config", "xeoncluster.providers.spec", "xeoncluster.providers.registry",
-                "xeoncluster.providers.aws.spec",
-                "xeoncluster.providers.local.spec", "xeoncluster.errors", "xeoncluster.paths",
-                "xeoncluster.stacks", "xeoncluster.remote_layout", "xeoncluster.contract")),
-    ("node", ("xeoncluster.node",)),
+    ("cli", ("cli",)),
+    ("commands", ("commands",)),
+    ("agent", ("agent",)),
+    ("operations", ("operations", "kube")),
+    ("runs", ("runs",)),
+    ("cluster", ("cluster",)),
+    ("job", ("job",)),
+    ("remote", ("remote",)),
+    ("providers", ("providers", "storage", "topology")),
+    ("wire", ("wire",)),
+    ("core", ("core",)),
+    ("node", ("node",)),
 ]
 # Beside the floors: the EC2 stand-in imports only itself, and nothing imports it.
 APART = ("xeoncluster.standin",)
@@ -84,13 +80,14 @@ def is_apart(module: str) -> bool:
 
 
 def floor_of(module: str) -> int | None:
-    """The floor whose longest prefix matches: a declaration in providers/ sits on the config floor."""
-    best: tuple[int, int] | None = None
-    for index, (_name, prefixes) in enumerate(FLOORS):
-        for prefix in prefixes:
-            if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > best[0]):
-                best = (len(prefix), index)
-    return None if best is None else best[1]
+    """The floor of the module's first folder under xeoncluster/ (the path says the floor)."""
+    parts = module.split(".")
+    if len(parts) < 3 and not (PACKAGE / parts[-1]).is_dir():
+        return None  # a module at the package's top has no floor: the test below refuses it
+    for index, (_name, folders) in enumerate(FLOORS):
+        if parts[1] in folders:
+            return index
+    return None
 
 
 def test_every_module_has_a_floor() -> None:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from xeoncluster.config import load_config
-from xeoncluster.errors import ProviderError
+from xeoncluster.core.errors import ProviderError
 from xeoncluster.providers.base import Node
+from xeoncluster.providers.config import load_config
 from xeoncluster.providers.local.provider import LocalProvider
 
 KEY = "ab" * 32

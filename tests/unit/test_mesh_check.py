@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from xeoncluster.errors import XeonClusterError
+from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.operations.up_nodes import check_mesh
 from xeoncluster.providers.base import Node
-from xeoncluster.remote import CommandResult
+from xeoncluster.remote.shell import CommandResult
 
 NODES = [Node(name=f"node{i}", id=f"n{i}", private_ip=f"10.0.0.{i + 2}", ssh_host="", role="worker",
               market="local") for i in range(3)]

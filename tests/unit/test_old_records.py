@@ -6,16 +6,16 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from xeoncluster.contract import UNVERSIONED, VERSION, AgentVersion
-from xeoncluster.node.events import EVENTS_VERSION, RunEvent
+from xeoncluster.cluster.state import ClusterRecord
+from xeoncluster.core.stacks import get_stack
+from xeoncluster.job.train_plan import build_plan, launched_task
+from xeoncluster.job.train_request import ScriptRequest, TaskRequest
+from xeoncluster.node.events.events import EVENTS_VERSION, RunEvent
 from xeoncluster.providers.base import Node
 from xeoncluster.runs.record import RunRecord, RunState
 from xeoncluster.runs.submission import Submission
-from xeoncluster.stacks import get_stack
-from xeoncluster.state import ClusterRecord
 from xeoncluster.topology import CpuTopology
-from xeoncluster.train_plan import build_plan, launched_task
-from xeoncluster.train_request import ScriptRequest, TaskRequest
+from xeoncluster.wire.contract import UNVERSIONED, VERSION, AgentVersion
 
 RUN_JSON_0_1 = {"run": "squad-1", "cluster": "t1", "task": "squad", "state": "succeeded", "step": 300,
                 "total_steps": 300, "restarts": [{"node": "node1", "reason": "spot reclaim", "from_step": 100,

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from xeoncluster.errors import RemoteError
-from xeoncluster.paths import project_file
-from xeoncluster.playbook import PlaybookRunner, load_playbook
+from xeoncluster.cluster.playbook import PlaybookRunner, load_playbook
+from xeoncluster.core.errors import RemoteError
+from xeoncluster.core.paths import project_file
 from xeoncluster.providers.base import Node
-from xeoncluster.remote import CommandResult
+from xeoncluster.remote.shell import CommandResult
 
 NODE = Node(name="node0", id="i-1", private_ip="10.0.0.2", ssh_host="", role="master", market="spot")
 FAKES = {

@@ -5,9 +5,9 @@ import dataclasses
 import hashlib
 from pathlib import Path
 
-from xeoncluster.config import load_config
-from xeoncluster.packages import pip_args
-from xeoncluster.stacks import get_stack
+from xeoncluster.cluster.packages import pip_args
+from xeoncluster.core.stacks import get_stack
+from xeoncluster.providers.config import load_config
 
 STACK = dataclasses.replace(get_stack("stock"), index_urls=("https://a.example/simple", "https://b.example/simple"))
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "xeoncluster"
-SPECIFIC = ("providers/aws", "providers/local", "providers/registry.py", "standin", "node/notices.py")
+SPECIFIC = ("providers/aws", "providers/local", "providers/registry.py", "standin", "node/checkpoints/notices.py")
 NEUTRAL = [p for p in sorted(PACKAGE.rglob("*.py")) if not str(p.relative_to(PACKAGE)).startswith(SPECIFIC)]
 PROVIDER_SPECIFIC = re.compile(r"""["'](aws|local|ubuntu)["']|ami-|vpc-|s3://|\.bucket\b|AWS_|169\.254\.169\.254"""
                                r"""|\bimds\b|\bboto3?\b|\baws_[a-z]+\b"""

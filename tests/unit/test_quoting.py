@@ -12,20 +12,20 @@ from typing import Any
 import pytest
 
 from tests.conftest import run_cli
-from xeoncluster.commands.train_results import fetch_results
-from xeoncluster.config import AptSettings, ClusterConfig, PipSettings, StorageSettings
-from xeoncluster.errors import ConfigError
+from xeoncluster.commands.train.train_results import fetch_results
+from xeoncluster.core.errors import ConfigError
+from xeoncluster.core.stacks import get_stack
+from xeoncluster.job.script_plan import check_script_request
+from xeoncluster.job.train_plan import check_run_name
+from xeoncluster.job.train_request import ScriptRequest, TaskRequest
+from xeoncluster.job.workdir import scan
 from xeoncluster.kube.job_spec import ExportRequest, check_export
 from xeoncluster.providers.aws.spec import check_instance_types, check_region, check_vpc_id
 from xeoncluster.providers.base import Node
+from xeoncluster.providers.config import AptSettings, ClusterConfig, PipSettings, StorageSettings
 from xeoncluster.providers.registry import is_image_id
-from xeoncluster.remote import CommandResult
-from xeoncluster.remote_command import HomePath, all_of, remote_command, written_to
-from xeoncluster.script_plan import check_script_request
-from xeoncluster.stacks import get_stack
-from xeoncluster.train_plan import check_run_name
-from xeoncluster.train_request import ScriptRequest, TaskRequest
-from xeoncluster.workdir import scan
+from xeoncluster.remote.command import HomePath, all_of, remote_command, written_to
+from xeoncluster.remote.shell import CommandResult
 
 HOSTILE = ["a$(touch PWNED)b.csv", "x`touch PWNED`", "it's; touch PWNED", "-rf", "a b\nc", "*", "~x", "$HOME"]
 

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import run_cli
-from xeoncluster.removals import Removal, record_removal
+from xeoncluster.cluster.removals import Removal, record_removal
 
 NO_AWS = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "", "AWS_PROFILE": "nobody-has-this-profile",
           "AWS_EC2_METADATA_DISABLED": "true", "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}

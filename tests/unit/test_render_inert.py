@@ -12,7 +12,7 @@ from xeoncluster.cli import render, render_runs
 from xeoncluster.cli.render_training import TrainingLines
 from xeoncluster.commands.compare import Compared
 from xeoncluster.commands.status import NodeStatus, StatusResult
-from xeoncluster.node.events import RunEvent
+from xeoncluster.node.events.events import RunEvent
 from xeoncluster.providers.base import Node
 from xeoncluster.runs.record import NodeUse, Restart, RunRecord, RunState
 
@@ -45,7 +45,7 @@ def test_compare_shows_swept_values_as_text(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_a_finished_run_shows_its_restart_reasons_as_text(capsys: pytest.CaptureFixture[str]) -> None:
-    from xeoncluster.commands.train import TrainOutcome
+    from xeoncluster.commands.train.train import TrainOutcome
 
     render_runs.training_result(TrainOutcome(evil_record(state=RunState.FAILED)), "c1")
     out = capsys.readouterr().out

@@ -7,7 +7,7 @@ import io
 from click.testing import CliRunner
 
 from xeoncluster.cli.group import command_context
-from xeoncluster.progress import Reporter
+from xeoncluster.core.progress import Reporter
 from xeoncluster.runs.display import inert
 
 HOSTILE = "lost node1: \x1b]52;c;aGk=\x07 [/b] \x1b[2J"

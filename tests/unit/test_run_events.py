@@ -4,13 +4,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from xeoncluster.node.events import MARKER, RunEvent, parse_line, read_events
+from xeoncluster.core.stacks import get_stack
+from xeoncluster.job.train_plan import build_plan
+from xeoncluster.job.train_request import TaskRequest
+from xeoncluster.node.events.events import MARKER, RunEvent, parse_line, read_events
 from xeoncluster.providers.base import Node
 from xeoncluster.runs.submission import Submission
-from xeoncluster.stacks import get_stack
 from xeoncluster.topology import CpuTopology
-from xeoncluster.train_plan import build_plan
-from xeoncluster.train_request import TaskRequest
 
 
 def test_events_travel_as_marked_lines_with_or_without_the_rank_label() -> None:

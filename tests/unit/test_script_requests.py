@@ -8,10 +8,10 @@ import pytest
 
 from tests.conftest import run_cli
 from xeoncluster.cli.train_command import request_of
-from xeoncluster.errors import ConfigError
-from xeoncluster.script_plan import check_script_request, script_args
-from xeoncluster.train_request import SCRIPT_TASK, ScriptRequest, TaskRequest
-from xeoncluster.workdir import MAX_FILE_BYTES, SYNC_MARKER, scan
+from xeoncluster.core.errors import ConfigError
+from xeoncluster.job.script_plan import check_script_request, script_args
+from xeoncluster.job.train_request import SCRIPT_TASK, ScriptRequest, TaskRequest
+from xeoncluster.job.workdir import MAX_FILE_BYTES, SYNC_MARKER, scan
 
 
 @pytest.fixture

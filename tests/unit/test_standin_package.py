@@ -45,7 +45,7 @@ def test_python_m_standin_runs_from_any_directory_without_pythonpath(tmp_path: P
 def test_the_standin_mirror_serves_exactly_the_stock_stack() -> None:
     """Its nodes install the stock stack from the stand-in's mirror: a pin added to stacks.yaml and not
     here fails every `up` on the stand-in (tensorboardX did, in CI)."""
-    from xeoncluster.stacks import get_stack
+    from xeoncluster.core.stacks import get_stack
     from xeoncluster.standin.repos import PIP_PACKAGES
 
     assert sorted(PIP_PACKAGES) == sorted(get_stack("stock").packages)

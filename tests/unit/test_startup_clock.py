@@ -1,11 +1,11 @@
-"""Where a rank's start goes: the parts rank 0's `started` event carries (xeoncluster/node/startup_clock.py)."""
+"""Where a rank's start goes: the parts rank 0's `started` event carries (node/diagnostics/startup_clock.py)."""
 from __future__ import annotations
 
 import psutil
 import pytest
 
-from xeoncluster.node.events import RunEvent
-from xeoncluster.node.startup_clock import StartupClock, describe, process_started, read_parts
+from xeoncluster.node.diagnostics.startup_clock import StartupClock, describe, process_started, read_parts
+from xeoncluster.node.events.events import RunEvent
 
 
 def test_each_part_runs_from_the_end_of_the_one_before_and_survives_the_event() -> None:

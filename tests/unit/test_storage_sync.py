@@ -125,12 +125,12 @@ def test_folder_storage_keys_cannot_leave_the_folder(tmp_path: Path) -> None:
 
 
 def test_resume_from_a_named_cluster_copies_the_checkpoint_under_its_own_prefix(tmp_path: Path) -> None:
-    from xeoncluster.commands.train_storage import stored_checkpoint
-    from xeoncluster.config import ClusterConfig
-    from xeoncluster.context import CommandContext
-    from xeoncluster.progress import Reporter
+    from xeoncluster.cluster.command_context import CommandContext
+    from xeoncluster.cluster.state import StateDir
+    from xeoncluster.commands.train.train_storage import stored_checkpoint
+    from xeoncluster.core.progress import Reporter
+    from xeoncluster.providers.config import ClusterConfig
     from xeoncluster.providers.local.provider import LocalProvider
-    from xeoncluster.state import StateDir
 
     run_dir = run_folder(tmp_path, (40, 80))
     sync, storage, _ = sync_for(tmp_path, run_dir)

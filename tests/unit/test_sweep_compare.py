@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from xeoncluster.commands.compare import chosen, scored
-from xeoncluster.errors import ConfigError
+from xeoncluster.core.errors import ConfigError
+from xeoncluster.job.sweep import MAX_RUNS, parse_axes, points, with_params
+from xeoncluster.job.train_request import ScriptRequest, TaskRequest
 from xeoncluster.runs.record import RunRecord
-from xeoncluster.sweep import MAX_RUNS, parse_axes, points, with_params
-from xeoncluster.train_request import ScriptRequest, TaskRequest
 
 
 def test_every_combination_is_a_run_named_after_the_sweep() -> None:

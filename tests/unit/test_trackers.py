@@ -9,8 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from xeoncluster.node.trackers import MLFLOW_RUN_ID_FILE, adds_tensorboard, restore_mlflow_run
-from xeoncluster.trackers import tracker_env
+from xeoncluster.job.tracker_env import tracker_env
+from xeoncluster.node.events.trackers import MLFLOW_RUN_ID_FILE, adds_tensorboard, restore_mlflow_run
 
 
 def test_every_launch_of_a_run_reports_to_the_same_wandb_run() -> None:

@@ -10,12 +10,12 @@ import pytest
 
 from xeoncluster.agent.failure import failure_line
 from xeoncluster.cli import main
-from xeoncluster.errors import ConfigError
+from xeoncluster.core.errors import ConfigError
+from xeoncluster.core.stacks import check_stack, get_stack
+from xeoncluster.job.train_plan import check_request, dry_run_plan, env_file_text, parse_env, requested_backend
+from xeoncluster.job.train_request import TaskRequest
 from xeoncluster.providers.aws.provider import AwsProvider
-from xeoncluster.stacks import check_stack, get_stack
 from xeoncluster.topology import CpuTopology
-from xeoncluster.train_plan import check_request, dry_run_plan, env_file_text, parse_env, requested_backend
-from xeoncluster.train_request import TaskRequest
 
 
 def planned(instance_type: str) -> CpuTopology:
@@ -133,9 +133,9 @@ def test_train_dry_run_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pyte
 
 def test_ranks_use_the_interface_that_reaches_the_master() -> None:
     """Custom VPCs without DNS hostnames: gloo and Hydra must not pick an address by resolving the hostname."""
+    from xeoncluster.job.train_plan import build_plan
     from xeoncluster.providers.aws.catalog import lookup, topology_of
     from xeoncluster.providers.base import Node
-    from xeoncluster.train_plan import build_plan
 
     nodes = [Node(f"node{i}", f"i-{i}", f"10.0.0.{i + 2}", "", "master" if i == 0 else "worker", "spot")
              for i in range(2)]

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from xeoncluster.agent.node_watch import NodeWatch
-from xeoncluster.errors import ProviderError, RemoteError
-from xeoncluster.remote import CommandResult
+from xeoncluster.core.errors import ProviderError, RemoteError
+from xeoncluster.remote.shell import CommandResult
 
 
 class Fleet:

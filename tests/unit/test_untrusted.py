@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from xeoncluster import cluster_files, untrusted
-from xeoncluster.errors import XeonClusterError
+from xeoncluster.cluster import cluster_files, untrusted
+from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.providers.base import Node
 from xeoncluster.providers.registry import spec_for
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from tests.unit.test_config import invoke, namespaces
-from xeoncluster.commands.up_rollback import rollback
-from xeoncluster.config import load_config
-from xeoncluster.context import make_context
+from xeoncluster.cluster.command_context import make_context
+from xeoncluster.commands.up.up_rollback import rollback
+from xeoncluster.providers.config import load_config
 
 pytestmark = pytest.mark.machine_wide  # refused() compares the machine's network namespaces
 
@@ -68,7 +68,7 @@ def test_permission_problems_say_what_and_how(tmp_path: Path, xc_home: Path, cap
     def denied(self: object) -> None:
         raise PermissionError(13, "Permission denied", "/root/.xeoncluster/clusters/x1/state.json")
 
-    monkeypatch.setattr("xeoncluster.state.StateDir.load", denied)
+    monkeypatch.setattr("xeoncluster.cluster.state.StateDir.load", denied)
     line = refused(["status", "--name", "x1"], capsys, monkeypatch, code=1)
     assert "permission denied: /root/.xeoncluster/clusters/x1/state.json" in line and "sudo" in line
     monkeypatch.undo()

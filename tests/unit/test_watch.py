@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from xeoncluster.agent.watch import Watcher
-from xeoncluster.autostop import SETTINGS, STATUS, AutoStop, WatchStatus
-from xeoncluster.config import ClusterConfig
-from xeoncluster.errors import BusyError
+from xeoncluster.cluster.autostop import SETTINGS, STATUS, AutoStop, WatchStatus
+from xeoncluster.core.errors import BusyError
+from xeoncluster.providers.config import ClusterConfig
 
 
 class Clock:

@@ -15,8 +15,8 @@ from xeoncluster.agent.context import agent_context
 from xeoncluster.agent.self_removal import SelfRemoval
 from xeoncluster.agent.supervisor import Supervisor
 from xeoncluster.agent.watch import Watcher
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import XeonClusterError
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.runs.host import LocalHost
 from xeoncluster.runs.record import RunFiles
 from xeoncluster.runs.submission import Submission

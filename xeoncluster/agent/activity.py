@@ -4,8 +4,8 @@ Nothing else counts: `exec`, the agents' own SSH commands and background work le
 """
 from __future__ import annotations
 
-from xeoncluster.context import CommandContext
-from xeoncluster.remote import NodeShell
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.remote.shell import NodeShell
 from xeoncluster.runs import client
 from xeoncluster.runs.host import AgentHost
 from xeoncluster.runs.queue_order import busy_line

@@ -14,17 +14,17 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from xeoncluster.agent.node_watch import stop_command
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import RemoteError, XeonClusterError
-from xeoncluster.node.events import RunEvent, parse_line
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.core.errors import RemoteError, XeonClusterError
+from xeoncluster.job.script_plan import quoted_signal
+from xeoncluster.job.train_plan import LaunchPlan
+from xeoncluster.node.events.events import RunEvent, parse_line
 from xeoncluster.node.rank_env import STOP_FILE
 from xeoncluster.providers.base import Node
-from xeoncluster.remote import CommandResult, NodeShell
-from xeoncluster.remote_command import all_of, remote_command, written_to
-from xeoncluster.remote_layout import RemoteLayout
+from xeoncluster.remote.command import all_of, remote_command, written_to
+from xeoncluster.remote.shell import CommandResult, NodeShell
 from xeoncluster.runs.record import RunFiles
-from xeoncluster.script_plan import quoted_signal
-from xeoncluster.train_plan import LaunchPlan
+from xeoncluster.wire.layout import RemoteLayout
 
 LAUNCHER_PID = "launcher.pid"
 

@@ -15,11 +15,11 @@ import tempfile
 from pathlib import Path
 from typing import Protocol
 
-from xeoncluster.errors import RemoteError
+from xeoncluster.core.errors import RemoteError
 from xeoncluster.providers.base import Node
-from xeoncluster.remote import NodeShell
-from xeoncluster.run_outputs import is_output
+from xeoncluster.remote.shell import NodeShell
 from xeoncluster.runs.archive import HARD_LINKS_AS_FILES, unpack
+from xeoncluster.wire.run_outputs import is_output
 
 STAGING = ".xc-storage"
 FETCHED = "xc-storage-"  # the local copy of what was fetched over SSH, removed once stored

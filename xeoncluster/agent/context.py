@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import sys
 
-from xeoncluster.config import load_config
-from xeoncluster.context import CommandContext, make_context
-from xeoncluster.errors import XeonClusterError
-from xeoncluster.progress import Reporter
-from xeoncluster.state import StateDir
+from xeoncluster.cluster.command_context import CommandContext, make_context
+from xeoncluster.cluster.state import StateDir
+from xeoncluster.core.errors import XeonClusterError
+from xeoncluster.core.progress import Reporter
+from xeoncluster.providers.config import load_config
 
 
 def agent_context(cluster: str) -> CommandContext:

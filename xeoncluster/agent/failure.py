@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from xeoncluster.agent.attempt import Outcome
-from xeoncluster.node.events import EXIT_STOPPED
+from xeoncluster.node.events.events import EXIT_STOPPED
 from xeoncluster.providers.base import Node
 
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from xeoncluster.errors import RemoteError
+from xeoncluster.core.errors import RemoteError
 from xeoncluster.providers.base import Node
-from xeoncluster.remote import NodeShell, RemoteFile
-from xeoncluster.remote_command import quietly, remote_command
-from xeoncluster.run_outputs import FINAL_METRICS_TMP
+from xeoncluster.remote.command import quietly, remote_command
+from xeoncluster.remote.shell import NodeShell, RemoteFile
 from xeoncluster.runs.record import RunRecord
+from xeoncluster.wire.run_outputs import FINAL_METRICS_TMP
 
 METRICS = "metrics.json"
 

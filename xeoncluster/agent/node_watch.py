@@ -18,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from xeoncluster.agent.background import BackgroundWatch
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import XeonClusterError
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.operations.repair import answers
 from xeoncluster.providers.base import Node
-from xeoncluster.remote_command import word
+from xeoncluster.remote.command import word
 
 POLL_SECONDS = 5.0
 

@@ -12,8 +12,8 @@ import statistics
 from collections import deque
 from dataclasses import dataclass, field
 
+from xeoncluster.cluster.untrusted import LATEST, MOST
 from xeoncluster.runs.record import Live
-from xeoncluster.untrusted import LATEST, MOST
 
 WINDOW = 64
 STALL_FACTOR = 10.0  # a step this many times slower than the median is a hang

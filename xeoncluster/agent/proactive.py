@@ -11,14 +11,14 @@ import threading
 from collections.abc import Callable
 
 from xeoncluster.agent.recovery import restore_checkpoint
-from xeoncluster.context import CommandContext
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.cluster.playbook import load_playbooks
+from xeoncluster.cluster.state import ClusterRecord
 from xeoncluster.operations.launch_ceiling import check_ceiling
 from xeoncluster.operations.repair import recorded_base, recorded_image
 from xeoncluster.operations.up_nodes import add_nodes, check_mesh, playbook_runner, write_cluster_files
-from xeoncluster.playbook import load_playbooks
 from xeoncluster.providers.base import Node
-from xeoncluster.remote import NodeShell
-from xeoncluster.state import ClusterRecord
+from xeoncluster.remote.shell import NodeShell
 
 
 class Replacement:

@@ -16,10 +16,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from xeoncluster.contract import AGENT_PATTERN
-from xeoncluster.remote_layout import RunFolder
 from xeoncluster.runs.queue_order import line_up, order
 from xeoncluster.runs.record import RunRecord, RunState
+from xeoncluster.wire.contract import AGENT_PATTERN
+from xeoncluster.wire.layout import RunFolder
 
 LOCK = "queue.lock"
 # A record `train` wrote whose agent has not taken it yet holds its place this long: a `train` that died

@@ -10,14 +10,14 @@ from __future__ import annotations
 import json
 import shlex
 
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import TrainingError, XeonClusterError
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.cluster.state import ClusterRecord
+from xeoncluster.core.errors import TrainingError, XeonClusterError
 from xeoncluster.operations.repair import health, repair
 from xeoncluster.providers.base import Node
-from xeoncluster.remote import NodeShell
-from xeoncluster.remote_command import all_of, remote_command
-from xeoncluster.remote_layout import RemoteLayout
-from xeoncluster.state import ClusterRecord
+from xeoncluster.remote.command import all_of, remote_command
+from xeoncluster.remote.shell import NodeShell
+from xeoncluster.wire.layout import RemoteLayout
 
 
 def lost_nodes(ctx: CommandContext, record: ClusterRecord, shell: NodeShell,

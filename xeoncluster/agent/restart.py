@@ -12,14 +12,14 @@ import time
 from xeoncluster.agent.attempt import Outcome
 from xeoncluster.agent.proactive import Replacement, swap_in
 from xeoncluster.agent.recovery import last_step, lost_nodes, replace_lost, restore_checkpoint
-from xeoncluster.context import CommandContext
-from xeoncluster.node.events import RunEvent
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.cluster.state import ClusterRecord
+from xeoncluster.job.train_plan import LaunchPlan
+from xeoncluster.node.events.events import RunEvent
 from xeoncluster.providers.base import Node
-from xeoncluster.remote import NodeShell
-from xeoncluster.remote_layout import RemoteLayout
+from xeoncluster.remote.shell import NodeShell
 from xeoncluster.runs.record import Restart
-from xeoncluster.state import ClusterRecord
-from xeoncluster.train_plan import LaunchPlan
+from xeoncluster.wire.layout import RemoteLayout
 
 
 class Recovery:

@@ -9,16 +9,16 @@ from pathlib import Path
 from xeoncluster.agent.checkpoint_source import CheckpointSource, OnMaster, OverSsh
 from xeoncluster.agent.recovery import restore_checkpoint
 from xeoncluster.agent.storage_sync import StorageSync
-from xeoncluster.context import CommandContext
-from xeoncluster.node.events import RunEvent
-from xeoncluster.remote import NodeShell
-from xeoncluster.remote_layout import RemoteLayout
-from xeoncluster.run_outputs import TASK_RESULTS
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.job.train_plan import LaunchPlan
+from xeoncluster.job.train_request import ScriptRequest
+from xeoncluster.node.events.events import RunEvent
+from xeoncluster.remote.shell import NodeShell
 from xeoncluster.runs.record import RunFiles, RunState
 from xeoncluster.runs.stored_checkpoints import download_checkpoint
 from xeoncluster.runs.submission import Submission
-from xeoncluster.train_plan import LaunchPlan
-from xeoncluster.train_request import ScriptRequest
+from xeoncluster.wire.layout import RemoteLayout
+from xeoncluster.wire.run_outputs import TASK_RESULTS
 
 LOG_EVERY_SECONDS = 30.0
 # How long the agent waits, at the end of a run, for the results and the last checkpoint to be stored.

@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from xeoncluster.context import CommandContext
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.cluster.removals import Removal, store_removal
 from xeoncluster.operations import down
-from xeoncluster.removals import Removal, store_removal
 from xeoncluster.runs import client
 from xeoncluster.runs.host import AgentHost
 

@@ -1,5 +1,5 @@
 """A run whose step stopped advancing, with every node still there: most often a rank stuck in an
-all-reduce. The agent keeps every rank's Python stacks (SIGUSR1: xeoncluster/node/stacks.py) in the
+all-reduce. The agent keeps every rank's Python stacks (SIGUSR1: xeoncluster/node/diagnostics/thread_dumps.py) in the
 run's folder, then ends the job; the run restarts from its newest checkpoint on the same nodes,
 counted as a restart within --max-restarts.
 """
@@ -13,13 +13,13 @@ from pathlib import Path
 
 from xeoncluster.agent.attempt import Attempt
 from xeoncluster.agent.recovery import last_step, restore_checkpoint
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import XeonClusterError
-from xeoncluster.node.stacks import STACKS_DIR
-from xeoncluster.remote import NodeShell
-from xeoncluster.remote_layout import RemoteLayout
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.core.errors import XeonClusterError
+from xeoncluster.job.train_plan import LaunchPlan
+from xeoncluster.node.diagnostics.thread_dumps import STACKS_DIR
+from xeoncluster.remote.shell import NodeShell
 from xeoncluster.runs.record import IN_PLACE, Restart, RunFiles
-from xeoncluster.train_plan import LaunchPlan
+from xeoncluster.wire.layout import RemoteLayout
 
 DUMP_WAIT_SECONDS = 3.0
 STACK_FILE = re.compile(r"rank-\d{1,6}\.txt")

@@ -18,10 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from xeoncluster.agent.checkpoint_source import CheckpointSource
-from xeoncluster.node.trackers import TENSORBOARD_DIR
-from xeoncluster.run_outputs import TASK_RESULTS
+from xeoncluster.node.events.trackers import TENSORBOARD_DIR
 from xeoncluster.runs.stored_checkpoints import durable_steps
 from xeoncluster.storage.base import MANIFEST, Storage
+from xeoncluster.wire.run_outputs import TASK_RESULTS
 
 RETRY_DELAYS = (2, 5, 15, 30, 60)
 # A job still running after this long is reported, with every thread's stack in the agent's log:

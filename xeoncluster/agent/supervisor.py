@@ -21,21 +21,21 @@ from xeoncluster.agent.restart import Recovery
 from xeoncluster.agent.run_storage import RunStorage
 from xeoncluster.agent.stall import restart_in_place, stop_stalled
 from xeoncluster.agent.usage_watch import UsageScalars, UsageWatch
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import XeonClusterError
-from xeoncluster.node.events import RunEvent
-from xeoncluster.node.startup_clock import describe as describe_startup
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.core.errors import XeonClusterError
+from xeoncluster.core.stacks import Stack, get_stack
+from xeoncluster.job.train_plan import ENV_FILE, LaunchPlan
+from xeoncluster.job.train_request import ScriptRequest
+from xeoncluster.node.diagnostics.startup_clock import describe as describe_startup
+from xeoncluster.node.events.events import RunEvent
 from xeoncluster.operations.train_prepare import Preparer
 from xeoncluster.providers.base import Node
-from xeoncluster.remote import NodeShell
-from xeoncluster.remote_command import remote_command
-from xeoncluster.remote_layout import RemoteLayout
+from xeoncluster.remote.command import remote_command
+from xeoncluster.remote.shell import NodeShell
 from xeoncluster.runs.queue_order import place_line
 from xeoncluster.runs.record import Live, NodeUse, Restart, RunFiles, RunRecord, RunState
 from xeoncluster.runs.submission import Submission
-from xeoncluster.stacks import Stack, get_stack
-from xeoncluster.train_plan import ENV_FILE, LaunchPlan
-from xeoncluster.train_request import ScriptRequest
+from xeoncluster.wire.layout import RemoteLayout
 
 CANCEL_POLL_SECONDS = 1.0
 QUEUE_POLL_SECONDS = 1.0

@@ -19,14 +19,14 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from xeoncluster.agent.background import BackgroundWatch
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import XeonClusterError
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.cluster.untrusted import MOST, Timestamp
+from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.providers.base import Node
-from xeoncluster.remote import NodeShell
-from xeoncluster.remote_command import remote_command
-from xeoncluster.remote_layout import NODE_LIB, RemoteLayout
+from xeoncluster.remote.command import remote_command
+from xeoncluster.remote.shell import NodeShell
 from xeoncluster.runs.record import NodeUse, RunFiles
-from xeoncluster.untrusted import MOST, Timestamp
+from xeoncluster.wire.layout import NODE_LIB, RemoteLayout
 
 SAMPLE_SECONDS = 5.0
 LOW_FRACTION = 0.5   # below this share of the median CPU use of the nodes...

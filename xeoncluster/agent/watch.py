@@ -15,9 +15,9 @@ from pathlib import Path
 
 from xeoncluster.agent.activity import Activity
 from xeoncluster.agent.self_removal import SelfRemoval
-from xeoncluster.autostop import SETTINGS, STATUS, AutoStop, WatchStatus
-from xeoncluster.errors import XeonClusterError
-from xeoncluster.state import atomic_write
+from xeoncluster.cluster.autostop import SETTINGS, STATUS, AutoStop, WatchStatus
+from xeoncluster.cluster.state import atomic_write
+from xeoncluster.core.errors import XeonClusterError
 
 TICK_SECONDS = 15.0
 

@@ -19,7 +19,7 @@ from xeoncluster.cli import (  # noqa: F401 - importing them registers their com
     train_command,
 )
 from xeoncluster.cli.group import cli
-from xeoncluster.errors import XeonClusterError
+from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.runs.display import inert
 
 __all__ = ["cli", "main"]

@@ -10,15 +10,15 @@ import click
 
 from xeoncluster.cli import render
 from xeoncluster.cli.group import CONTEXT, cli, cluster_options, command_context, provider_given
+from xeoncluster.cluster.removals import find_removal
 from xeoncluster.commands import exec as exec_cmd
 from xeoncluster.commands import images as images_cmd
 from xeoncluster.commands import plan as plan_cmd
 from xeoncluster.commands import ssh as ssh_cmd
 from xeoncluster.commands import status as status_cmd
-from xeoncluster.commands import up as up_cmd
-from xeoncluster.errors import NoStateError, XeonClusterError
+from xeoncluster.commands.up import up as up_cmd
+from xeoncluster.core.errors import NoStateError, XeonClusterError
 from xeoncluster.operations import down as down_cmd
-from xeoncluster.removals import find_removal
 
 
 def launch_options(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -8,14 +8,14 @@ import click
 
 from xeoncluster.cli.group import CONTEXT, PassThroughCommand, cli, pass_through
 from xeoncluster.cli.train_command import request_of, script_of, task_of
-from xeoncluster.config import default_config_path, load_config
+from xeoncluster.core.stacks import get_stack
+from xeoncluster.job.train_plan import DEFAULT_MODEL, parse_env
+from xeoncluster.job.train_request import AnyRequest
 from xeoncluster.kube import export as kube_export
 from xeoncluster.kube.job_spec import DEFAULT_PVC, ExportRequest
 from xeoncluster.kube.machine import configured
-from xeoncluster.kube.paths import MOUNT
-from xeoncluster.stacks import get_stack
-from xeoncluster.train_plan import DEFAULT_MODEL, parse_env
-from xeoncluster.train_request import AnyRequest
+from xeoncluster.kube.pod_paths import MOUNT
+from xeoncluster.providers.config import default_config_path, load_config
 
 
 @cli.command(cls=PassThroughCommand, context_settings=CONTEXT)

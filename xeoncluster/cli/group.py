@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from xeoncluster.context import CommandContext, make_context, resolve_config
+from xeoncluster.cluster.command_context import CommandContext, make_context, resolve_config
 from xeoncluster.providers.registry import specs
 from xeoncluster.runs.display import inert
 

@@ -13,16 +13,16 @@ from rich.console import Console
 from rich.table import Table
 
 from xeoncluster.cli.render_live import live_lines
-from xeoncluster.image import ImageAction, describe_pending
+from xeoncluster.cluster.image import ImageAction, describe_pending
 from xeoncluster.runs.display import inert, shown
 
 if TYPE_CHECKING:
     from xeoncluster.commands.exec import ExecResult
     from xeoncluster.commands.plan import Plan
     from xeoncluster.commands.status import StatusResult
-    from xeoncluster.commands.up_again import UpResult
+    from xeoncluster.commands.up.up_again import UpResult
+    from xeoncluster.job.train_plan import LaunchPlan
     from xeoncluster.providers.base import Image, Node, Removed
-    from xeoncluster.train_plan import LaunchPlan
 
 PLAN_IMAGE_IN_BACKGROUND = ("none cached; every node starts from the base and runs the playbooks, and node0 is "
                             "baked in the background for later ups")

@@ -16,8 +16,8 @@ from xeoncluster.runs.queue_order import ordinal
 
 if TYPE_CHECKING:
     from xeoncluster.commands.compare import Compared
-    from xeoncluster.commands.stored_runs import StoredRun
-    from xeoncluster.commands.train import Planned, Submitted, TrainOutcome
+    from xeoncluster.commands.storage.stored_runs import StoredRun
+    from xeoncluster.commands.train.train import Planned, Submitted, TrainOutcome
     from xeoncluster.runs.record import RunRecord
 
 

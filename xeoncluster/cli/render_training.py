@@ -13,11 +13,11 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 from xeoncluster.cli.render_live import clock
-from xeoncluster.node.events import RunEvent
+from xeoncluster.node.events.events import RunEvent
 from xeoncluster.runs.display import inert, shown
 from xeoncluster.runs.step_pace import StepPace
 
-# Rank 0's progress line (xeoncluster/node/progress.py): while the bar shows the steps, the line would
+# Rank 0's progress line (xeoncluster/node/events/progress_lines.py): while the bar shows the steps, the line would
 # only repeat it. It is matched to be left out, never read.
 STEP_LINE = re.compile(r"^(?:\[0\] )?step \d+/\d+\s")
 BAR_EVENTS = ("started", "step")

@@ -9,12 +9,12 @@ import click
 from xeoncluster.cli import render, render_runs
 from xeoncluster.cli.group import CONTEXT, cli, cluster_options, command_context
 from xeoncluster.cli.render_training import echo_line
+from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.commands import compare as compare_cmd
 from xeoncluster.commands import runs as runs_cmd
-from xeoncluster.commands import stored_runs as stored_runs_cmd
 from xeoncluster.commands import tensorboard as tensorboard_cmd
-from xeoncluster.commands import train as train_cmd
-from xeoncluster.context import CommandContext
+from xeoncluster.commands.storage import stored_runs as stored_runs_cmd
+from xeoncluster.commands.train import train as train_cmd
 from xeoncluster.runs.display import inert
 
 

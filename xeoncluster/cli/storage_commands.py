@@ -7,8 +7,8 @@ import click
 
 from xeoncluster.cli import render, render_runs
 from xeoncluster.cli.group import CONTEXT, cli, cluster_options, command_context
-from xeoncluster.commands import storage_init
-from xeoncluster.commands import stored_runs as stored_cmd
+from xeoncluster.commands.storage import storage_init
+from xeoncluster.commands.storage import stored_runs as stored_cmd
 
 
 @cli.group(context_settings=CONTEXT)

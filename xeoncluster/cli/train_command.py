@@ -7,18 +7,18 @@ from typing import Any
 
 import click
 
-from xeoncluster import sweep
 from xeoncluster.cli import render, render_runs
 from xeoncluster.cli.group import CONTEXT, PassThroughCommand, cli, cluster_options, command_context, pass_through
 from xeoncluster.cli.render_training import echo_line
-from xeoncluster.commands import train as train_cmd
-from xeoncluster.commands import train_storage
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import ConfigError
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.commands.train import train as train_cmd
+from xeoncluster.commands.train import train_storage
+from xeoncluster.core.errors import ConfigError
+from xeoncluster.core.stacks import get_stack
+from xeoncluster.job import sweep
+from xeoncluster.job.train_plan import DEFAULT_MODEL, TASKS, check_request, dry_run_plan, parse_env
+from xeoncluster.job.train_request import DEFAULT_STALL_MINUTES, SCRIPT_TASK, AnyRequest, ScriptRequest, TaskRequest
 from xeoncluster.providers.registry import spec_for, storage_forms
-from xeoncluster.stacks import get_stack
-from xeoncluster.train_plan import DEFAULT_MODEL, TASKS, check_request, dry_run_plan, parse_env
-from xeoncluster.train_request import DEFAULT_STALL_MINUTES, SCRIPT_TASK, AnyRequest, ScriptRequest, TaskRequest
 
 # What the built-in tasks alone take: a script brings its own model, data and arguments.
 TASK_ONLY = (("--demo", "demo"), ("--dataset", "dataset"), ("--train-file", "train_file"),

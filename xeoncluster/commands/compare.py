@@ -9,12 +9,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.commands import runs as runs_cmd
-from xeoncluster.commands.stored_runs import fetch_stored_results
-from xeoncluster.commands.train import fetch_run_results
-from xeoncluster.commands.train_results import results_dir
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import ConfigError, XeonClusterError
+from xeoncluster.commands.storage.stored_runs import fetch_stored_results
+from xeoncluster.commands.train.train import fetch_run_results
+from xeoncluster.commands.train.train_results import results_dir
+from xeoncluster.core.errors import ConfigError, XeonClusterError
 from xeoncluster.runs.record import RunRecord, RunState
 
 SCORES = ("exact_match", "f1", "accuracy", "eval_loss")

@@ -4,8 +4,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import ConfigError
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.core.errors import ConfigError
 from xeoncluster.providers.base import Node
 
 LineSink = Callable[[str, str], None]

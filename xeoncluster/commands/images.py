@@ -3,15 +3,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xeoncluster.commands import up
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import ConfigError
-from xeoncluster.image import ImageAction, ImagePlan, decide_image
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.cluster.image import ImageAction, ImagePlan, decide_image
+from xeoncluster.cluster.state import StateDir
+from xeoncluster.commands.up import up
+from xeoncluster.core.errors import ConfigError
+from xeoncluster.core.stacks import get_stack
 from xeoncluster.operations import down
 from xeoncluster.providers.base import Image, Removed
 from xeoncluster.providers.registry import image_id_texts, is_image_id
-from xeoncluster.stacks import get_stack
-from xeoncluster.state import StateDir
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from xeoncluster.context import CommandContext
-from xeoncluster.image import ImageAction, ImagePlan, decide_image
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.cluster.image import ImageAction, ImagePlan, decide_image
+from xeoncluster.core.stacks import get_stack
 from xeoncluster.providers.base import Placement, PlannedResource, PriceQuote
-from xeoncluster.stacks import get_stack
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import ConfigError
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.core.errors import ConfigError
 from xeoncluster.providers.registry import specs
 from xeoncluster.providers.spec import ProviderSpec
 

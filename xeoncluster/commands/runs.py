@@ -9,12 +9,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from xeoncluster import untrusted
+from xeoncluster.cluster import untrusted
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.cluster.removals import find_removal
 from xeoncluster.commands.self_removed import removed_itself
-from xeoncluster.commands.stored_runs import stored_runs
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import ConfigError, XeonClusterError
-from xeoncluster.removals import find_removal
+from xeoncluster.commands.storage.stored_runs import stored_runs
+from xeoncluster.core.errors import ConfigError, XeonClusterError
 from xeoncluster.runs import client
 from xeoncluster.runs.host import AgentHost
 from xeoncluster.runs.queue_order import line_up

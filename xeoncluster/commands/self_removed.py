@@ -3,11 +3,11 @@
 still here, from the record its watch agent left in storage before the instances went."""
 from __future__ import annotations
 
-from xeoncluster import untrusted
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import XeonClusterError
-from xeoncluster.removals import Removal, find_removal, stored_removal
-from xeoncluster.state import ClusterRecord
+from xeoncluster.cluster import untrusted
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.cluster.removals import Removal, find_removal, stored_removal
+from xeoncluster.cluster.state import ClusterRecord
+from xeoncluster.core.errors import XeonClusterError
 
 
 def removed_itself(ctx: CommandContext, record: ClusterRecord | None) -> Removal | None:

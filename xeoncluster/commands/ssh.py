@@ -1,8 +1,8 @@
 """`xeoncluster ssh`: the argv that opens a shell (or runs a command) on one node with pinned keys."""
 from __future__ import annotations
 
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import ConfigError
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.core.errors import ConfigError
 
 
 def run(ctx: CommandContext, node: str, command: tuple[str, ...]) -> list[str]:

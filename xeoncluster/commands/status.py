@@ -6,14 +6,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.cluster.state import ClusterRecord
+from xeoncluster.cluster.state_refresh import refresh
 from xeoncluster.commands.self_removed import removed, what_remains
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import XeonClusterError
+from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.providers.base import Node
 from xeoncluster.runs import client, watch_client
 from xeoncluster.runs.record import RunRecord
-from xeoncluster.state import ClusterRecord
-from xeoncluster.state_refresh import refresh
 
 
 @dataclass(frozen=True)

@@ -18,20 +18,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.commands import runs as runs_cmd
 from xeoncluster.commands.compare import chosen
-from xeoncluster.commands.stored_runs import fetch_stored_results
-from xeoncluster.commands.train_results import fetch_packed, results_dir
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import ConfigError, XeonClusterError
-from xeoncluster.node.trackers import TENSORBOARD_DIR
+from xeoncluster.commands.storage.stored_runs import fetch_stored_results
+from xeoncluster.commands.train.train_results import fetch_packed, results_dir
+from xeoncluster.core.errors import ConfigError, XeonClusterError
+from xeoncluster.node.events.trackers import TENSORBOARD_DIR
 from xeoncluster.providers.base import Node
-from xeoncluster.remote import NodeShell
-from xeoncluster.remote_command import remote_command
-from xeoncluster.remote_layout import PACKAGE_ROOT, RunFolder
+from xeoncluster.remote.command import remote_command
+from xeoncluster.remote.shell import NodeShell
 from xeoncluster.runs import client
 from xeoncluster.runs.host import LocalHost
 from xeoncluster.runs.record import RunRecord
+from xeoncluster.wire.layout import PACKAGE_ROOT, RunFolder
 
 REFRESH_SECONDS = 30.0
 INSTALL_HINT = "pip install 'xeoncluster[tensorboard]'"

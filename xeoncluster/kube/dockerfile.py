@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import shlex
 
-from xeoncluster.errors import ConfigError
-from xeoncluster.kube.paths import PACKAGE_ROOT
-from xeoncluster.stacks import Stack
+from xeoncluster.core.errors import ConfigError
+from xeoncluster.core.stacks import Stack
+from xeoncluster.kube.pod_paths import PACKAGE_ROOT
 from xeoncluster.topology import CpuTopology
 
 BASE_IMAGE = "debian:bookworm-slim"

@@ -7,12 +7,12 @@ from typing import Any
 
 import yaml
 
-from xeoncluster.errors import ConfigError
+from xeoncluster.core.errors import ConfigError
+from xeoncluster.core.stacks import Stack
 from xeoncluster.kube import pytorchjob, trainjob
 from xeoncluster.kube.dockerfile import dockerfile_text
 from xeoncluster.kube.job_spec import ExportRequest, JobSpec, build_job_spec
 from xeoncluster.kube.script_job import script_dockerfile_text, stack_image
-from xeoncluster.stacks import Stack
 
 APPLY_NEEDS = {"trainjob": "the Kubeflow Trainer v2 CRDs (TrainJob, TrainingRuntime) and JobSet",
                "pytorchjob": "the Kubeflow Training Operator (PyTorchJob)"}

@@ -5,17 +5,17 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from xeoncluster.errors import ConfigError
+from xeoncluster.core.errors import ConfigError
+from xeoncluster.core.stacks import Stack
+from xeoncluster.job.script_plan import check_script_request
+from xeoncluster.job.train_plan import check_request, default_run_name
+from xeoncluster.job.train_request import AnyRequest, ScriptRequest, TaskRequest
+from xeoncluster.job.workdir import Workdir
 from xeoncluster.kube.launch import EnvVar, container_command, plan, plan_notes, pod_env, worker_program
 from xeoncluster.kube.machine import Machine, machine
-from xeoncluster.kube.paths import DataPaths
+from xeoncluster.kube.pod_paths import DataPaths
 from xeoncluster.kube.resources import PodShare, pod_share, pod_topology
 from xeoncluster.kube.script_job import default_image, script_program, stack_image
-from xeoncluster.script_plan import check_script_request
-from xeoncluster.stacks import Stack
-from xeoncluster.train_plan import check_request, default_run_name
-from xeoncluster.train_request import AnyRequest, ScriptRequest, TaskRequest
-from xeoncluster.workdir import Workdir
 
 KINDS = ("trainjob", "pytorchjob")
 MARKETS = ("spot", "on-demand")

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xeoncluster.errors import ConfigError
-from xeoncluster.kube.paths import PACKAGE_ROOT, DataPaths
+from xeoncluster.core.errors import ConfigError
+from xeoncluster.core.stacks import Stack
+from xeoncluster.job.train_plan import DEFAULT_DATASETS, DEFAULT_MODEL, untuned
+from xeoncluster.job.train_request import TaskRequest, TrainRequest
+from xeoncluster.kube.pod_paths import PACKAGE_ROOT, DataPaths
 from xeoncluster.node.rank_env import XC_STACK
-from xeoncluster.stacks import Stack
 from xeoncluster.topology import CpuTopology, RankPlan, plan_ranks
-from xeoncluster.train_plan import DEFAULT_DATASETS, DEFAULT_MODEL, untuned
-from xeoncluster.train_request import TaskRequest, TrainRequest
 
 # plan_ranks wants the master's address for MASTER_ADDR; torchrun sets MASTER_ADDR/MASTER_PORT for
 # its ranks itself (from the operator's PET_* variables), so neither reaches the pod's env.

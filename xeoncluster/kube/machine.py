@@ -9,8 +9,8 @@ import importlib
 from dataclasses import dataclass
 from types import ModuleType
 
-from xeoncluster.config import ClusterConfig
-from xeoncluster.errors import ConfigError
+from xeoncluster.core.errors import ConfigError
+from xeoncluster.providers.config import ClusterConfig
 from xeoncluster.providers.registry import DEFAULT_PROVIDER, spec_for
 from xeoncluster.topology import CpuTopology
 

@@ -5,7 +5,7 @@ from typing import Any
 
 from xeoncluster.kube.job_spec import JobSpec
 from xeoncluster.kube.launch import EnvVar
-from xeoncluster.kube.paths import NODE_INDEX
+from xeoncluster.kube.pod_paths import NODE_INDEX
 
 SHM_VOLUME = "dshm"
 DATA_VOLUME = "data"

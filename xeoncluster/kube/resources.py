@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from xeoncluster.errors import ConfigError
+from xeoncluster.core.errors import ConfigError
 from xeoncluster.kube.machine import Machine
 from xeoncluster.topology import CpuTopology
 

@@ -7,11 +7,11 @@ import json
 import re
 from pathlib import Path
 
-from xeoncluster.kube.paths import PACKAGE_ROOT, DataPaths
-from xeoncluster.script_plan import filled_args
-from xeoncluster.stacks import Stack
-from xeoncluster.train_request import ScriptRequest
-from xeoncluster.workdir import Workdir
+from xeoncluster.core.stacks import Stack
+from xeoncluster.job.script_plan import filled_args
+from xeoncluster.job.train_request import ScriptRequest
+from xeoncluster.job.workdir import Workdir
+from xeoncluster.kube.pod_paths import PACKAGE_ROOT, DataPaths
 
 WORKDIR = f"{PACKAGE_ROOT}/work"  # where the script's image holds the workdir
 

@@ -8,8 +8,8 @@ import os
 import sys
 import traceback
 
-from xeoncluster.node.errors import TrainingError
 from xeoncluster.node.rank_env import XC_ENV_FILE
+from xeoncluster.node.startup.errors import TrainingError
 
 
 def load_env_file(environ: os._Environ[str] | dict[str, str]) -> None:
@@ -27,21 +27,21 @@ FAILURE_LINES = 12
 def report_failure(reason: str, lines: tuple[str, ...]) -> None:
     """Any rank that fails says so as an event: its rank, its node and its last lines reach the agent
     even when MPI only reports that a process exited."""
-    from xeoncluster.node.distributed import from_env, own_address
-    from xeoncluster.node.events import RunEvent, emit
+    from xeoncluster.node.events.events import RunEvent, emit
+    from xeoncluster.node.startup.distributed import from_env, own_address
 
     emit(RunEvent("failed", rank=from_env(os.environ).rank, node=own_address(), reason=reason, lines=lines))
 
 
 def main(argv: list[str] | None = None) -> int:
-    from xeoncluster.node.startup_clock import StartupClock
+    from xeoncluster.node.diagnostics.startup_clock import StartupClock
 
     clock = StartupClock()
     load_env_file(os.environ)
 
-    from xeoncluster.node import cli
-    from xeoncluster.node.distributed import from_env
-    from xeoncluster.node.labels import label_streams
+    from xeoncluster.node.events.labels import label_streams
+    from xeoncluster.node.startup import cli
+    from xeoncluster.node.startup.distributed import from_env
 
     info = from_env(os.environ)
     if info.world_size > 1:
@@ -50,13 +50,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args, overrides = cli.parse(argv)
         if args.command == "demo-assets":
-            from xeoncluster.node.demo_assets import ensure_demo_assets
+            from xeoncluster.node.tasks.demo_assets import ensure_demo_assets
 
             built = ensure_demo_assets(args.out, args.seed)
             print(f"training: demo assets {'built' if built else 'already complete'} in {args.out}")
             return 0
-        from xeoncluster.node.config import from_args
-        from xeoncluster.node.runner import run
+        from xeoncluster.node.startup.run_config import from_args
+        from xeoncluster.node.startup.runner import run
 
         return run(from_args(args, overrides), clock)
     except TrainingError as exc:
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from xeoncluster.node.process_exit import leave
+    from xeoncluster.node.startup.process_exit import leave
 
     # A rank that dies in native code (SIGABRT, SIGSEGV) prints where each of its threads was: its last
     # lines reach the run's log, where MPI alone would only say which signal killed it. Here, not in

@@ -21,17 +21,17 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from xeoncluster.node import distributed
 from xeoncluster.node.__main__ import FAILURE_LINES, load_env_file, report_failure
-from xeoncluster.node.checkpoints import checkpoint_step, last_complete_checkpoint
-from xeoncluster.node.events import EXIT_STOPPED, RunEvent, emit
-from xeoncluster.node.interruption import WatchSettings
-from xeoncluster.node.process_exit import leave
+from xeoncluster.node.checkpoints.interruption import WatchSettings
+from xeoncluster.node.checkpoints.resume_point import checkpoint_step, last_complete_checkpoint
+from xeoncluster.node.diagnostics.thread_dumps import dump_stacks_on_signal
+from xeoncluster.node.events.events import EXIT_STOPPED, RunEvent, emit
+from xeoncluster.node.events.trackers import restore_mlflow_run
 from xeoncluster.node.rank_env import STOP_FILE, XC_OUTPUT_DIR, XC_RESUME, XC_RESUME_FROM, XC_STOP_FILE
-from xeoncluster.node.stacks import dump_stacks_on_signal
-from xeoncluster.node.stop_signal import StopSignal, grace_from_env
-from xeoncluster.node.trackers import restore_mlflow_run
-from xeoncluster.node.trainer_hook import Stopped, TrainerHook, report_stopped
+from xeoncluster.node.scripts.stop_signal import StopSignal, grace_from_env
+from xeoncluster.node.scripts.trainer_hook import Stopped, TrainerHook, report_stopped
+from xeoncluster.node.startup import distributed
+from xeoncluster.node.startup.process_exit import leave
 
 
 def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     args, rest = parse(argv)
     info = distributed.from_env(os.environ)
     if info.world_size > 1:
-        from xeoncluster.node.labels import label_streams
+        from xeoncluster.node.events.labels import label_streams
 
         label_streams(info.rank)
     prepare_env(info, args.output_dir, args.resume)

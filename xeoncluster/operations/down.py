@@ -5,13 +5,13 @@ import os
 import time
 from dataclasses import dataclass
 
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import BusyError, XeonClusterError
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.cluster.removals import Removal, find_removal, record_removal
+from xeoncluster.cluster.state import ClusterRecord, ClusterStatus, StateDir
+from xeoncluster.core.errors import BusyError, XeonClusterError
 from xeoncluster.providers.base import Removed
-from xeoncluster.removals import Removal, find_removal, record_removal
 from xeoncluster.runs import client
 from xeoncluster.runs.queue_order import busy_line
-from xeoncluster.state import ClusterRecord, ClusterStatus, StateDir
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ limits other code on the master is docs/aws.md's to say (the account's vCPU quot
 """
 from __future__ import annotations
 
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import ProviderError
-from xeoncluster.state import ClusterRecord
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.cluster.state import ClusterRecord
+from xeoncluster.core.errors import ProviderError
 
 
 def check_ceiling(ctx: CommandContext, record: ClusterRecord, launching: int, replacing: int = 0,

@@ -8,14 +8,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import XeonClusterError
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.cluster.playbook import load_playbooks
+from xeoncluster.cluster.state import ClusterRecord
+from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.operations.launch_ceiling import check_ceiling
 from xeoncluster.operations.up_nodes import add_nodes, check_mesh, playbook_runner, write_cluster_files
-from xeoncluster.playbook import load_playbooks
 from xeoncluster.providers.base import Image, Node
-from xeoncluster.remote import NodeShell
-from xeoncluster.state import ClusterRecord
+from xeoncluster.remote.shell import NodeShell
 
 
 @dataclass(frozen=True)

@@ -7,18 +7,18 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import ConfigError, ProviderError, RemoteError
-from xeoncluster.package_sync import sync_data_file, sync_tree
-from xeoncluster.packages import WHEEL_CACHE, fill_wheelhouse, pip_args
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.cluster.packages import WHEEL_CACHE, fill_wheelhouse, pip_args
+from xeoncluster.core.errors import ConfigError, ProviderError, RemoteError
+from xeoncluster.core.stacks import Stack
+from xeoncluster.job.script_plan import check_script_request
+from xeoncluster.job.train_request import ScriptRequest
+from xeoncluster.job.workdir import Workdir
 from xeoncluster.providers.base import Node
-from xeoncluster.remote import NodeShell
-from xeoncluster.remote_command import HomePath, all_of, remote_command
-from xeoncluster.remote_layout import PACKAGE_ROOT, VENV
-from xeoncluster.script_plan import check_script_request
-from xeoncluster.stacks import Stack
-from xeoncluster.train_request import ScriptRequest
-from xeoncluster.workdir import Workdir
+from xeoncluster.remote.command import HomePath, all_of, remote_command
+from xeoncluster.remote.package_sync import sync_data_file, sync_tree
+from xeoncluster.remote.shell import NodeShell
+from xeoncluster.wire.layout import PACKAGE_ROOT, VENV
 
 FIND_MODULE = ("import importlib.util, sys\n"
                "try:\n    found = importlib.util.find_spec(sys.argv[1]) is not None\n"

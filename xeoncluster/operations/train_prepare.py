@@ -8,18 +8,11 @@ import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import RemoteError
-from xeoncluster.operations.script_prepare import sync_script
-from xeoncluster.package_sync import sync_data_file, sync_tree
-from xeoncluster.paths import node_files, package_dir
-from xeoncluster.providers.base import Node
-from xeoncluster.remote import CommandResult, NodeShell, RemoteFile
-from xeoncluster.remote_command import HomePath, all_of, remote_command, word
-from xeoncluster.remote_layout import NODE_LIB, NODE_MODULE, PACKAGE_ROOT, VENV, RemoteLayout
-from xeoncluster.stacks import Stack
-from xeoncluster.topology import CpuTopology, parse_probe, probe_command
-from xeoncluster.train_plan import (
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.core.errors import RemoteError
+from xeoncluster.core.paths import node_files, package_dir
+from xeoncluster.core.stacks import Stack
+from xeoncluster.job.train_plan import (
     ENV_FILE,
     LaunchPlan,
     build_plan,
@@ -28,7 +21,14 @@ from xeoncluster.train_plan import (
     launch_env,
     program_args,
 )
-from xeoncluster.train_request import AnyRequest, ScriptRequest, TaskRequest
+from xeoncluster.job.train_request import AnyRequest, ScriptRequest, TaskRequest
+from xeoncluster.operations.script_prepare import sync_script
+from xeoncluster.providers.base import Node
+from xeoncluster.remote.command import HomePath, all_of, remote_command, word
+from xeoncluster.remote.package_sync import sync_data_file, sync_tree
+from xeoncluster.remote.shell import CommandResult, NodeShell, RemoteFile
+from xeoncluster.topology import CpuTopology, parse_probe, probe_command
+from xeoncluster.wire.layout import NODE_LIB, NODE_MODULE, PACKAGE_ROOT, VENV, RemoteLayout
 
 # The interface each node reaches the master's private address over (on the master: the one holding it).
 IFACE_PROBE = ("dev=$(ip -o -4 route get {ip} 2>/dev/null | sed -n 's/.* dev \\([^ ]*\\).*/\\1/p'); "

@@ -3,18 +3,18 @@ from __future__ import annotations
 
 import shlex
 
-from xeoncluster import cluster_files
-from xeoncluster.cluster_files import preferred_key, read_known
-from xeoncluster.context import CommandContext
-from xeoncluster.errors import XeonClusterError
-from xeoncluster.image import stack_digest
-from xeoncluster.packages import pip_args
-from xeoncluster.playbook import PlaybookRunner
+from xeoncluster.cluster import cluster_files
+from xeoncluster.cluster.cluster_files import preferred_key, read_known
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.cluster.image import stack_digest
+from xeoncluster.cluster.packages import pip_args
+from xeoncluster.cluster.playbook import PlaybookRunner
+from xeoncluster.cluster.state import ClusterRecord, atomic_write
+from xeoncluster.core.errors import XeonClusterError
+from xeoncluster.core.stacks import get_stack
 from xeoncluster.providers.base import Node
-from xeoncluster.remote import NodeShell, RemoteFile
-from xeoncluster.remote_layout import HOSTFILE, KNOWN_HOSTS, MASTER_KEY, SSH_CONFIG, VENV, home_relative
-from xeoncluster.stacks import get_stack
-from xeoncluster.state import ClusterRecord, atomic_write
+from xeoncluster.remote.shell import NodeShell, RemoteFile
+from xeoncluster.wire.layout import HOSTFILE, KNOWN_HOSTS, MASTER_KEY, SSH_CONFIG, VENV, home_relative
 
 UNREACHABLE = "xeoncluster-unreachable"
 

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from xeoncluster.errors import ConfigError, ProviderError
+from xeoncluster.core.errors import ConfigError, ProviderError
 from xeoncluster.storage.base import Storage, StorageLocation
 from xeoncluster.topology import CpuTopology
 
 if TYPE_CHECKING:
-    from xeoncluster.config import ClusterConfig
+    from xeoncluster.providers.config import ClusterConfig
 
 TAG_CLUSTER = "xeoncluster:cluster"
 # Who made the resource: the creating identity's UserId, which the user's IAM policy compares with
@@ -155,7 +155,7 @@ class Provider(ABC):
     shares_host: ClassVar[bool] = False
     # An image can be taken from a running node and finished by the cloud while the node works on.
     bakes_in_background: ClassVar[bool] = False
-    # Where nodes learn of a reclaim in advance (xeoncluster/node/notices.py; a spot market's
+    # Where nodes learn of a reclaim in advance (xeoncluster/node/checkpoints/notices.py; a spot market's
     # warning, minutes ahead); None: nodes get no notice.
     notice_source: ClassVar[str | None] = None
     # The run agent lives on the master (reached over SSH), not on this machine: the cluster outlives

@@ -5,8 +5,8 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from xeoncluster.config import ClusterConfig
 from xeoncluster.providers.base import Provider
+from xeoncluster.providers.config import ClusterConfig
 from xeoncluster.providers.registry import spec_for, specs
 
 

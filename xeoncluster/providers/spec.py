@@ -23,7 +23,7 @@ class ProviderSpec:
     image_id_text: str             # the same, for people
     default_user: str              # who logs in to its nodes
     instance_id: re.Pattern[str]   # what its nodes' ids look like (checked whole: untrusted.py)
-    # The interruption source its nodes poll (xeoncluster/node/notices.py); None: nodes get no notice.
+    # The interruption source its nodes poll (xeoncluster/node/checkpoints/notices.py); None: nodes get no notice.
     notices: str | None = None
     # Checks of the shared keys that only mean something for this provider (region, instance types).
     field_checks: Mapping[str, FieldCheck] = field(default_factory=dict)

@@ -24,7 +24,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from xeoncluster import untrusted
+from xeoncluster.cluster import untrusted
 
 MAX_BYTES = 64 * 2**30  # a model of several billion float32 parameters, with room to spare
 MAX_MEMBERS = 100_000

@@ -11,23 +11,23 @@ from dataclasses import replace
 
 from pydantic import ValidationError
 
-from xeoncluster import untrusted
-from xeoncluster.context import CommandContext
-from xeoncluster.contract import AGENT_MODULES, VERSION, AgentVersion, is_agent, older_agent_line
-from xeoncluster.errors import RemoteError, TrainingError, XeonClusterError
-from xeoncluster.package_sync import sync_tree, tree_digest
-from xeoncluster.paths import master_files, package_dir
+from xeoncluster.cluster import untrusted
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.cluster.state import ClusterRecord
+from xeoncluster.core.errors import RemoteError, TrainingError, XeonClusterError
+from xeoncluster.core.paths import master_files, package_dir
 from xeoncluster.providers.base import Node
 from xeoncluster.providers.registry import spec_for
-from xeoncluster.remote import NodeShell, RemoteFile
-from xeoncluster.remote_command import HomePath, all_of, remote_command
-from xeoncluster.remote_layout import AGENT_HOME, APP, VERSION_FILE, AgentLayout, RunFolder
+from xeoncluster.remote.command import HomePath, all_of, remote_command
+from xeoncluster.remote.package_sync import sync_tree, tree_digest
+from xeoncluster.remote.shell import NodeShell, RemoteFile
 from xeoncluster.runs.host import AgentHost, LocalHost, MasterHost
 from xeoncluster.runs.queue_order import line_up
 from xeoncluster.runs.record import RunRecord, RunState
 from xeoncluster.runs.record_checks import checked, not_a_record
 from xeoncluster.runs.submission import Submission
-from xeoncluster.state import ClusterRecord
+from xeoncluster.wire.contract import AGENT_MODULES, VERSION, AgentVersion, is_agent, older_agent_line
+from xeoncluster.wire.layout import AGENT_HOME, APP, VERSION_FILE, AgentLayout, RunFolder
 
 RECORD_SEPARATOR = "\x1e"
 START_TIMEOUT = 60.0

@@ -15,9 +15,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from xeoncluster import untrusted
-from xeoncluster.errors import TrainingError, XeonClusterError
-from xeoncluster.node.events import RunEvent, read_events
+from xeoncluster.cluster import untrusted
+from xeoncluster.core.errors import TrainingError, XeonClusterError
+from xeoncluster.node.events.events import RunEvent, read_events
 from xeoncluster.runs.client import agent_alive, run_folder
 from xeoncluster.runs.display import inert
 from xeoncluster.runs.host import AgentHost

@@ -13,11 +13,11 @@ import subprocess
 from dataclasses import dataclass
 from typing import Protocol
 
-from xeoncluster.contract import AGENT_MODULE, VERSION
-from xeoncluster.errors import RemoteError
+from xeoncluster.core.errors import RemoteError
 from xeoncluster.providers.base import Node
-from xeoncluster.remote import CommandResult, NodeShell, RemoteFile
-from xeoncluster.remote_layout import AGENT_HOME, APP, VENV
+from xeoncluster.remote.shell import CommandResult, NodeShell, RemoteFile
+from xeoncluster.wire.contract import AGENT_MODULE, VERSION
+from xeoncluster.wire.layout import AGENT_HOME, APP, VENV
 
 
 class AgentHost(Protocol):
@@ -61,7 +61,7 @@ class LocalHost:
     def write(self, path: str, text: str, mode: int = 0o644) -> None:
         from pathlib import Path
 
-        from xeoncluster.state import atomic_write
+        from xeoncluster.cluster.state import atomic_write
 
         atomic_write(Path(path), text, mode)
 

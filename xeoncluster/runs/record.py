@@ -7,7 +7,7 @@ Each run has a folder on the agent's host (the master on AWS, this machine for l
     env            the --env values (mode 0600), never in request.json
     launch.json    the launch the job runs now (command, environment), for people
     train.log      every rank's output, labelled by rank
-    events.jsonl   the ranks' typed events (xeoncluster/node/events.py)
+    events.jsonl   the ranks' typed events (xeoncluster/node/events/events.py)
     agent.log      the agent's own progress and errors
     usage.jsonl    each node's CPU, memory and network use, sampled while the run is active
     stacks/        every rank's Python stacks, saved when the run stalled
@@ -22,10 +22,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from xeoncluster.contract import Versioned
-from xeoncluster.remote_layout import RunFolder
-from xeoncluster.state import atomic_write
-from xeoncluster.untrusted import Amount, Count, ExitCode, Measure, Pid, Timestamp
+from xeoncluster.cluster.state import atomic_write
+from xeoncluster.cluster.untrusted import Amount, Count, ExitCode, Measure, Pid, Timestamp
+from xeoncluster.wire.contract import Versioned
+from xeoncluster.wire.layout import RunFolder
 
 
 class RunState(StrEnum):

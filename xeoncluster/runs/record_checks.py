@@ -1,16 +1,16 @@
 """A run record read from the master or from storage, checked before any of it is shown or used.
 
 The run's name becomes a folder and a storage key here; the swept values, the sweep's name and the
-node names of its usage are shown in tables. The master wrote all of them (xeoncluster/untrusted.py).
+node names of its usage are shown in tables. The master wrote all of them (xeoncluster/cluster/untrusted.py).
 """
 from __future__ import annotations
 
 from pydantic import ValidationError
 
-from xeoncluster import untrusted
+from xeoncluster.cluster import untrusted
+from xeoncluster.job.sweep import KEY
+from xeoncluster.job.train_plan import RUN_NAME
 from xeoncluster.runs.record import RunRecord
-from xeoncluster.sweep import KEY
-from xeoncluster.train_plan import RUN_NAME
 
 VALUE_LIMIT = 200
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from xeoncluster.node.events import RunEvent
+from xeoncluster.node.events.events import RunEvent
 
 # Enough step events to smooth a slow logging step out, few enough to follow a change of pace.
 WINDOW = 20

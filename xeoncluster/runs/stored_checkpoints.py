@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from xeoncluster import untrusted
+from xeoncluster.cluster import untrusted
 from xeoncluster.storage.base import MANIFEST, Storage
 
 

@@ -8,10 +8,10 @@ from typing import Annotated, Any
 
 from pydantic import Field, TypeAdapter
 
-from xeoncluster.contract import VERSION
+from xeoncluster.job.train_plan import LaunchPlan
+from xeoncluster.job.train_request import SCRIPT_TASK, AnyRequest, ScriptRequest, TaskRequest
 from xeoncluster.storage.base import StorageLocation
-from xeoncluster.train_plan import LaunchPlan
-from xeoncluster.train_request import SCRIPT_TASK, AnyRequest, ScriptRequest, TaskRequest
+from xeoncluster.wire.contract import VERSION
 
 _REQUEST: TypeAdapter[AnyRequest] = TypeAdapter(Annotated[AnyRequest, Field(discriminator="kind")])
 _PLAN = TypeAdapter(LaunchPlan)

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import shlex
 
-from xeoncluster.autostop import SETTINGS, STATUS, AutoStop, WatchStatus
-from xeoncluster.context import CommandContext
-from xeoncluster.contract import VERSION, is_agent
-from xeoncluster.remote import NodeShell
-from xeoncluster.remote_layout import AgentLayout
+from xeoncluster.cluster.autostop import SETTINGS, STATUS, AutoStop, WatchStatus
+from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.cluster.state import ClusterRecord
+from xeoncluster.remote.shell import NodeShell
 from xeoncluster.runs import client
 from xeoncluster.runs.host import AgentHost
-from xeoncluster.state import ClusterRecord
+from xeoncluster.wire.contract import VERSION, is_agent
+from xeoncluster.wire.layout import AgentLayout
 
 
 def settings_for(ctx: CommandContext, record: ClusterRecord) -> AutoStop:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from xeoncluster.errors import ConfigError
+from xeoncluster.core.errors import ConfigError
 from xeoncluster.providers.aws.boundary import BOUNDARY_NAME, boundary_document, create_command
 from xeoncluster.providers.aws.policy import policy_document
 from xeoncluster.providers.aws.storage import setup_command

@@ -15,7 +15,7 @@ from urllib.parse import unquote
 
 from botocore.exceptions import ClientError
 
-from xeoncluster.errors import ConfigError
+from xeoncluster.core.errors import ConfigError
 from xeoncluster.providers.aws.clients import error_code
 from xeoncluster.providers.aws.iam_doc import (
     CANONICAL,

@@ -14,7 +14,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from xeoncluster.errors import ConfigError
+from xeoncluster.core.errors import ConfigError
 from xeoncluster.providers.aws.clients import error_code
 
 MISSING = ("404", "NoSuchBucket", "NotFound")

@@ -20,7 +20,7 @@ from botocore.exceptions import (
 )
 from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from xeoncluster.errors import ConfigError, ProviderError
+from xeoncluster.core.errors import ConfigError, ProviderError
 from xeoncluster.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY, TAG_OWNER, TAG_ROLE
 
 TAG_INDEX_BASE = "xeoncluster:index-base"

@@ -9,7 +9,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from xeoncluster.errors import ConfigError, ProviderError
+from xeoncluster.core.errors import ConfigError, ProviderError
 from xeoncluster.providers.aws.clients import (
     cluster_filter,
     cluster_tags,

@@ -11,7 +11,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError, WaiterError
 
-from xeoncluster.errors import ProviderError
+from xeoncluster.core.errors import ProviderError
 from xeoncluster.providers.aws.clients import (
     TAG_INDEX_BASE,
     call_retrying,
@@ -29,7 +29,7 @@ from xeoncluster.providers.aws.clients import (
 from xeoncluster.providers.base import TAG_OWNER, TAG_ROLE, Node
 
 LIVE_STATES = ["pending", "running", "stopping", "stopped"]
-INDEX_LIMIT = 10_000  # a node's name has at most four digits (NODE_NAME in xeoncluster/untrusted.py)
+INDEX_LIMIT = 10_000  # a node's name has at most four digits (NODE_NAME in xeoncluster/cluster/untrusted.py)
 INDEX_TAG = re.compile(r"[0-9]{1,4}")
 KMS_HINT = ("if EBS encryption uses a customer-managed default KMS key, allow kms:CreateGrant, kms:Decrypt, "
             "kms:GenerateDataKeyWithoutPlaintext, kms:ReEncrypt* and kms:DescribeKey on it (docs/aws.md)")

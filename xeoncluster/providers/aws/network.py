@@ -10,7 +10,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 from botocore.parsers import ResponseParserError
 
-from xeoncluster.errors import ConfigError, ProviderError
+from xeoncluster.core.errors import ConfigError, ProviderError
 from xeoncluster.providers.aws.clients import (
     TAG_KEY_DIGEST,
     cluster_tags,

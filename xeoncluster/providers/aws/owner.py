@@ -18,7 +18,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from xeoncluster.errors import ProviderError
+from xeoncluster.core.errors import ProviderError
 from xeoncluster.providers.aws.clients import cluster_filter, error_code, paginate, tags_of, translated
 from xeoncluster.providers.aws.instances import LIVE_STATES
 from xeoncluster.providers.base import TAG_OWNER

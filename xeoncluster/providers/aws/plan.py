@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from xeoncluster.errors import ConfigError
+from xeoncluster.core.errors import ConfigError
 from xeoncluster.providers.aws import catalog as aws_catalog
 from xeoncluster.providers.aws import network as aws_network
 from xeoncluster.providers.aws import role as aws_role
@@ -15,7 +15,7 @@ from xeoncluster.providers.base import PlannedResource
 from xeoncluster.topology import CpuTopology
 
 if TYPE_CHECKING:
-    from xeoncluster.config import ClusterConfig
+    from xeoncluster.providers.config import ClusterConfig
 
 
 def plan_notes(cluster: ClusterConfig) -> tuple[str, ...]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
-from xeoncluster.errors import ConfigError, ProviderError
+from xeoncluster.core.errors import ConfigError, ProviderError
 from xeoncluster.providers.aws import catalog
 from xeoncluster.providers.aws.boundary import check_boundary
 from xeoncluster.providers.aws.clients import (
@@ -24,7 +24,7 @@ from xeoncluster.providers.aws.images import BAKE_ROOT_GIB, base_image_id, descr
 from xeoncluster.providers.aws.network import default_route_targets, offered_zones, resolve_vpc, subnets_by_zone
 
 if TYPE_CHECKING:
-    from xeoncluster.config import ClusterConfig
+    from xeoncluster.providers.config import ClusterConfig
 
 QUOTAS = {"on-demand": ("L-1216C47A", "Running On-Demand Standard instances"),
           "spot": ("L-34B43A08", "All Standard Spot Instance Requests")}

@@ -5,12 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from xeoncluster.errors import ProviderError
+from xeoncluster.core.errors import ProviderError
 from xeoncluster.providers.aws import network as aws_network
 from xeoncluster.providers.base import Network, Prepared
 
 if TYPE_CHECKING:
-    from xeoncluster.config import ClusterConfig
+    from xeoncluster.providers.config import ClusterConfig
 
 Events = Callable[[str], None]
 

@@ -11,8 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from xeoncluster.config import ClusterConfig
-from xeoncluster.errors import ConfigError, ProviderError
+from xeoncluster.core.errors import ConfigError, ProviderError
 from xeoncluster.providers.aws import images as aws_images
 from xeoncluster.providers.aws import instances as aws_instances
 from xeoncluster.providers.aws import network as aws_network
@@ -51,6 +50,7 @@ from xeoncluster.providers.base import (
     Provider,
     Removed,
 )
+from xeoncluster.providers.config import ClusterConfig
 from xeoncluster.storage.base import Storage, StorageLocation
 from xeoncluster.topology import CpuTopology
 

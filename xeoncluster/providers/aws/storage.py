@@ -13,7 +13,7 @@ from typing import Any
 from boto3.s3.transfer import TransferConfig
 from botocore.exceptions import ClientError
 
-from xeoncluster.errors import ConfigError
+from xeoncluster.core.errors import ConfigError
 from xeoncluster.providers.aws import bucket as aws_bucket
 from xeoncluster.providers.aws.clients import error_code
 from xeoncluster.storage.base import StorageLocation, StoredObject

@@ -6,7 +6,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from xeoncluster.errors import ProviderError
+from xeoncluster.core.errors import ProviderError
 from xeoncluster.providers.aws.clients import chunks, cluster_filter, error_code, error_text, paginate, translated
 from xeoncluster.providers.aws.instances import LIVE_STATES
 from xeoncluster.providers.aws.network import describe_placement_groups

@@ -5,7 +5,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from xeoncluster.errors import ProviderError
+from xeoncluster.core.errors import ProviderError
 
 # The new size is usable by the instance once the modification leaves the `modifying` state.
 GROWN_STATES = ("optimizing", "completed")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xeoncluster.config import ClusterConfig
+from xeoncluster.providers.config import ClusterConfig
 from xeoncluster.providers.local import net
 from xeoncluster.providers.local.node import sshd_processes
 

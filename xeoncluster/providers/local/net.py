@@ -15,7 +15,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from xeoncluster.errors import ConfigError, ProviderError
+from xeoncluster.core.errors import ConfigError, ProviderError
 from xeoncluster.providers.local.spec import NETNS_PREFIX
 
 MAX_NODES = 256

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from xeoncluster.errors import ProviderError
+from xeoncluster.core.errors import ProviderError
 from xeoncluster.providers.local import net
 
 SSHD = "/usr/sbin/sshd"

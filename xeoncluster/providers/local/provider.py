@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from xeoncluster.errors import ConfigError, ProviderError
+from xeoncluster.core.errors import ConfigError, ProviderError
 from xeoncluster.providers.base import Image, Network, Node, PlannedResource, Prepared, Provider, Removed
 from xeoncluster.providers.local import net
 from xeoncluster.providers.local.node import (
@@ -33,7 +33,7 @@ from xeoncluster.providers.local.node import (
 from xeoncluster.providers.local.spec import LOCAL
 
 if TYPE_CHECKING:
-    from xeoncluster.config import ClusterConfig
+    from xeoncluster.providers.config import ClusterConfig
 
 REQUIRED_TOOLS = ("ip", "unshare", "nsenter", "ssh-keygen", "tar", "nft")
 

@@ -1,0 +1,74 @@
+"""When a cluster removes itself: after `idle_minutes` with no active run and nobody logged in over SSH,
+or at its `max_hours` deadline whatever runs. The CLI writes these settings where the cluster's watch
+agent reads them (autostop.json); the agent writes what it sees (watch.json) for `status`."""
+from __future__ import annotations
+
+import time
+
+from pydantic import BaseModel
+
+from xeoncluster.cluster.untrusted import Amount, Pid, Timestamp
+
+SETTINGS = "autostop.json"
+STATUS = "watch.json"
+
+
+def clock_time(at: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+
+
+def minutes(value: float) -> str:
+    return f"{value:g} idle minute{'' if value == 1 else 's'}"
+
+
+class AutoStop(BaseModel):
+    idle_minutes: Amount
+    max_hours: Amount | None = None
+    created_at: Timestamp  # the cluster's: where max_hours counts from
+
+    @property
+    def off(self) -> bool:
+        return not self.idle_minutes and not self.max_hours
+
+    @property
+    def deadline(self) -> float | None:
+        return self.created_at + self.max_hours * 3600 if self.max_hours else None
+
+    def due(self, now: float, idle_since: float, active: bool) -> tuple[str, str] | None:
+        """(by, detail) when the cluster must go now: ("deadline", ...) or ("idle", ...); else None."""
+        if self.deadline is not None and now >= self.deadline:
+            return "deadline", f"at its max_hours deadline ({self.max_hours:g} h)"
+        if self.idle_minutes and not active and now - idle_since >= self.idle_minutes * 60:
+            return "idle", f"after {minutes(self.idle_minutes)}"
+        return None
+
+    def describe(self) -> str:
+        """For `up` and `status`: when the cluster will remove itself."""
+        if self.off:
+            return "the cluster does not remove itself (idle_minutes: 0, no max_hours); `down` removes it"
+        parts = [f"after {minutes(self.idle_minutes)} (no run, nobody logged in over SSH)"] if self.idle_minutes \
+            else []
+        if self.deadline is not None:
+            parts.append(f"at {clock_time(self.deadline)} whatever runs (max_hours {self.max_hours:g})")
+        return "the cluster removes itself " + ", or ".join(parts)
+
+
+class WatchStatus(BaseModel):
+    """What the watch agent saw at its last check."""
+
+    state: str                  # "watching", "removing" or "off"
+    checked_at: Timestamp
+    idle_since: Timestamp
+    busy: str = ""              # why the cluster is not idle: "run r1 is running", "an SSH session on node1"
+    pid: Pid | None = None
+
+    def describe(self, settings: AutoStop, now: float) -> str:
+        if self.state == "removing":
+            return "removing itself now"
+        if self.busy:
+            return f"not idle: {self.busy}"
+        idle = (now - self.idle_since) / 60
+        if not settings.idle_minutes:
+            return f"idle for {idle:.0f} min"
+        at = self.idle_since + settings.idle_minutes * 60
+        return f"idle for {idle:.0f} min; removes itself at {clock_time(at)} unless a run starts or someone logs in"
