@@ -81,6 +81,8 @@ def is_apart(module: str) -> bool:
 
 def floor_of(module: str) -> int | None:
     """The floor of the module's first folder under xeoncluster/ (the path says the floor)."""
+    if module == "xeoncluster.__main__":
+        return 0  # `python -m xeoncluster`: the console script's door, on the cli floor
     parts = module.split(".")
     if len(parts) < 3 and not (PACKAGE / parts[-1]).is_dir():
         return None  # a module at the package's top has no floor: the test below refuses it

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,14 @@ from xeoncluster.providers.registry import specs
 from xeoncluster.runs.display import inert
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+def package_version() -> str:
+    """The installed distribution's version (pyproject.toml's), as `xeoncluster --version` prints it."""
+    try:
+        return version("xeoncluster")
+    except PackageNotFoundError:
+        return "unknown (not installed: `pip install -e .` from a checkout)"
 
 
 def cluster_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -31,6 +40,7 @@ def cluster_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @click.group(context_settings=CONTEXT)
+@click.version_option(package_version(), "--version", prog_name="xeoncluster", message="%(prog)s %(version)s")
 @cluster_options
 @click.option("--debug", is_flag=True, help="show tracebacks for errors")
 @click.pass_context

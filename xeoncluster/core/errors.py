@@ -1,4 +1,7 @@
-"""One hierarchy for every error the CLI turns into a one-line message."""
+"""One hierarchy for every error the CLI turns into a one-line message.
+
+The same concept as node/startup/errors.py on the other side of the wire: that one is the ranks',
+which import nothing outside node/."""
 from __future__ import annotations
 
 from pathlib import Path

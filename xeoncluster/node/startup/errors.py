@@ -1,4 +1,7 @@
-"""Errors the CLI turns into one line on stderr instead of a traceback."""
+"""Errors `python -m xeoncluster.node` turns into one line on stderr instead of a traceback.
+
+The same concept as core/errors.py on the laptop's side of the wire: the ranks import nothing outside
+node/, so they keep their own."""
 
 
 class TrainingError(Exception):
