@@ -32,7 +32,7 @@ class Call:
 Trigger = Callable[[Call], bool]
 
 
-# The agents' code, state and start on the master (agent/client.py, agent/host.py).
+# The agents' code, state and start on the master (runs/client.py, runs/host.py).
 AGENT_MARKS = ("xeoncluster/agent", "xeoncluster/app", "xeoncluster.agent")
 
 

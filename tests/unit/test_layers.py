@@ -56,7 +56,7 @@ def imported(path: Path, known: dict[str, Path]) -> Iterator[str]:
 
 
 def with_packages(names: set[str], raw: dict[str, set[str]]) -> set[str]:
-    """Importing a.b.c runs a/__init__.py and a/b/__init__.py first: those count where they import ours."""
+    """Importing a.b.c runs the __init__.py of a and of a.b first: those count where they import ours."""
     found = set(names)
     for name in names:
         parts = name.split(".")

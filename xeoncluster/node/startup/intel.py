@@ -1,6 +1,6 @@
 """The legacy Intel stack: oneCCL process groups and IPEX-optimized model and optimizer.
 
-Only importable where the intel stack (xeoncluster/ami/stacks.yaml) is installed; stack.py checks that first.
+Only importable where the intel stack (xeoncluster/ami/stacks.yaml) is installed; stack_check.py checks that first.
 """
 
 from __future__ import annotations

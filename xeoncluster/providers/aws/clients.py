@@ -191,7 +191,7 @@ def provider_error(doing: str, exc: BaseException) -> ProviderError:
 
 
 def cluster_tags(cluster: str, role: str, owner: str, **extra: str) -> list[dict[str, str]]:
-    """`owner`: the creating identity's UserId (aws_owner.py), which the user's policy requires; empty
+    """`owner`: the creating identity's UserId (owner.py), which the user's policy requires; empty
     only for the run agent of a cluster made before owners were recorded."""
     tags = {TAG_CLUSTER: cluster, TAG_ROLE: role, **({TAG_OWNER: owner} if owner else {}), **extra}
     return [{"Key": k, "Value": v} for k, v in tags.items()]

@@ -1,7 +1,7 @@
 """Building blocks of the IAM documents the tool writes or prints: statements, ARNs, conditions.
 
-The user's policy (aws_policy.py), the permissions boundary (aws_boundary.py) and the master's role
-(aws_role.py) are built from these, so the three say the same thing the same way.
+The user's policy (policy.py), the permissions boundary (boundary.py) and the master's role
+(role.py) are built from these, so the three say the same thing the same way.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ Document = dict[str, Any]
 # Canonical's account: the owner of the public Ubuntu AMIs that nodes start from.
 CANONICAL = "099720109477"
 # The caller's unique id (an IAM user's AIDA..., a role session's AROA...:SESSION), which the owner tag
-# of everything the tool makes holds (aws_owner.py): a user acts only on what they made.
+# of everything the tool makes holds (owner.py): a user acts only on what they made.
 CALLER = "${aws:userid}"
 # What a role's own owner tag says (the tool tags every role it makes with its maker's UserId): the
 # boundary lets a role touch only what carries that same owner.

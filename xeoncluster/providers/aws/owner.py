@@ -2,7 +2,7 @@
 
 Its value is the creating identity's `UserId` from sts GetCallerIdentity, which is exactly the
 `aws:userid` of the caller's requests: an IAM user's unique id (AIDA...), a role session's
-`ROLEID:SESSION` (AROA...:name). The user's policy (aws_policy.py) compares the tag with
+`ROLEID:SESSION` (AROA...:name). The user's policy (policy.py) compares the tag with
 `${aws:userid}`, so a user acts only on the clusters they made; the same role under another session
 name is another owner. An administrator's policy has no such condition and may still remove anything.
 

@@ -2,9 +2,9 @@
 AWS allows, with no path to admin.
 
 Every mutating EC2 call needs the cluster tag on what it creates or acts on, and the caller as its
-owner (`xeoncluster:owner` = `${aws:userid}`, aws_owner.py): a user acts only on the clusters they
+owner (`xeoncluster:owner` = `${aws:userid}`, owner.py): a user acts only on the clusters they
 made. The IAM actions create `xeoncluster-*` roles only with the permissions boundary
-(aws_boundary.py), owned by the caller, and may never remove or change it; S3 reaches only the
+(boundary.py), owned by the caller, and may never remove or change it; S3 reaches only the
 account's own `xeoncluster-*` buckets. tests/aws/test_iam_policy.py checks the actions against the
 provider's source and every call a full CLI lifecycle makes, asks the stand-in's evaluator what the
 policy allows, and checks that docs/aws.md shows the same JSON.
@@ -54,8 +54,8 @@ ACTIONS: dict[str, tuple[str, ...]] = {
         # Not called directly: EC2 authorizes tags passed in TagSpecifications (tag on create) as CreateTags.
         "CreateTags",
     ),
-    # The master's role and instance profile (aws_role.py), on xeoncluster-* names only, and the
-    # permissions boundary every such role carries (aws_boundary.py), which `up` reads first.
+    # The master's role and instance profile (role.py), on xeoncluster-* names only, and the
+    # permissions boundary every such role carries (boundary.py), which `up` reads first.
     "iam": ("GetRole", "CreateRole", "PutRolePolicy", "ListRolePolicies", "DeleteRolePolicy", "DeleteRole",
             "GetInstanceProfile", "CreateInstanceProfile", "AddRoleToInstanceProfile",
             "RemoveRoleFromInstanceProfile", "DeleteInstanceProfile", "TagRole", "TagInstanceProfile",

@@ -17,7 +17,7 @@ Events = Callable[[str], None]
 
 def prepare(ec2: Any, cluster: ClusterConfig, public_key: str, ssh_cidr: str, events: Events,
             owner: str) -> Prepared:
-    """`owner`: the caller's UserId, tagged on everything made here (aws_owner.py)."""
+    """`owner`: the caller's UserId, tagged on everything made here (owner.py)."""
     created: dict[str, list[str]] = {"key_pair": [], "security_group": [], "placement_group": []}
     vpc_id = aws_network.resolve_vpc(ec2, cluster.aws.vpc_id)
     _configure_key_pair(ec2, cluster, public_key, owner, created, events)

@@ -106,7 +106,7 @@ class AwsProvider(Provider):
     def preflight(self, cluster: ClusterConfig, *, for_plan: bool = False) -> list[str]:
         return run_preflight(self.clients, cluster, lambda: self.ssh_cidr(cluster), require_base_image=not for_plan)
 
-    # -- prepare: a pipeline of small named steps (aws_prepare.py) -----------------------------
+    # -- prepare: a pipeline of small named steps (prepare.py) -----------------------------
     def prepare(self, cluster: ClusterConfig, public_key: str) -> Prepared:
         with translated(f"preparing cluster {cluster.name} in {self.region}"):
             return aws_prepare.prepare(self.ec2, cluster, public_key, self.ssh_cidr(cluster), self.events,
@@ -114,7 +114,7 @@ class AwsProvider(Provider):
 
     def prepare_agent_access(self, cluster: ClusterConfig, network: Network | None, image_key: str | None,
                              storage: StorageLocation | None) -> list[str]:
-        """The master's role and instance profile, scoped to this cluster and its storage (aws_role.py)."""
+        """The master's role and instance profile, scoped to this cluster and its storage (role.py)."""
         with translated(f"preparing the master's role for {cluster.name}"):
             network = network or aws_prepare.find_network(self.ec2, cluster)
             prefix = (storage.container, storage.cluster_key(cluster.name)) if storage and storage.container else None
@@ -147,7 +147,7 @@ class AwsProvider(Provider):
         return self.identity.account()
 
     def owner(self) -> str:
-        """The caller's UserId, every resource's owner tag (aws_owner.py); the run agent's: its user's."""
+        """The caller's UserId, every resource's owner tag (owner.py); the run agent's: its user's."""
         return self.identity.owner()
 
     def act_for(self, owner: str | None) -> None:

@@ -6,8 +6,8 @@ permission is scoped to this cluster: instances it launches must carry the clust
 the tool's tag keys), be of the cluster's instance types and use the cluster's own security group,
 subnets and images; it may terminate or read the console of only instances that already carry the
 tag, and tags nothing after launch. What it launches carries the owner tag of the user who made the
-cluster (aws_owner.py), so that user may remove it, and no other user may. Storage access is limited
-to the cluster's own prefix. The role carries the account's permissions boundary (aws_boundary.py),
+cluster (owner.py), so that user may remove it, and no other user may. Storage access is limited
+to the cluster's own prefix. The role carries the account's permissions boundary (boundary.py),
 the most any role of the tool may do.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """S3 as run storage: the account's default bucket (made once, locked down), a bucket the user names
 (used as it is, after checking it is the account's and in the cluster's region), and the objects in it.
-Whose a bucket is, and the lock-down, are aws_bucket.py's."""
+Whose a bucket is, and the lock-down, are bucket.py's."""
 from __future__ import annotations
 
 import re
