@@ -1,6 +1,6 @@
 import numpy as np
 
-from xeoncluster.node.tasks.squad_features import PostprocessConfig, postprocess_predictions
+from xeoncluster.node.tasks.squad_features import PostprocessConfig, postprocess
 
 CONTEXT = "Vexa is the capital of Norland ."
 # Tokens: [CLS] what ? [SEP] vexa is the capital of norland . [SEP]
@@ -21,32 +21,32 @@ def _logits(best_start: int, best_end: int, null: float = 0.0) -> tuple[np.ndarr
 
 def test_span_is_mapped_back_to_context_text() -> None:
     start, end = _logits(8, 9)  # "of Norland"
-    predictions = postprocess_predictions([EXAMPLE], [FEATURE], start, end, PostprocessConfig())
+    predictions = postprocess([EXAMPLE], [FEATURE], start, end, PostprocessConfig()).answers
     assert predictions == {"q1": "of Norland"}
 
 
 def test_end_before_start_and_too_long_spans_are_skipped() -> None:
     start, end = _logits(9, 4)  # the best end precedes the best start
     end[0, 9] = 1.0
-    predictions = postprocess_predictions([EXAMPLE], [FEATURE], start, end, PostprocessConfig())
+    predictions = postprocess([EXAMPLE], [FEATURE], start, end, PostprocessConfig()).answers
     assert predictions["q1"] == "Norland"  # start 9 + end 9 = 5 beats every other valid pair
     start, end = _logits(4, 9)  # "Vexa ... Norland" is 6 tokens
     start[0, 8] = 2.0
-    predictions = postprocess_predictions([EXAMPLE], [FEATURE], start, end, PostprocessConfig(max_answer_length=2))
+    predictions = postprocess([EXAMPLE], [FEATURE], start, end, PostprocessConfig(max_answer_length=2)).answers
     assert predictions["q1"] == "of Norland"  # 2 + 3 = 5 is the best span of at most 2 tokens
 
 
 def test_null_answer_wins_when_its_score_beats_the_best_span_v2() -> None:
     start, end = _logits(4, 4, null=10.0)  # null 10 > span 4 + 3
     v2 = PostprocessConfig(version_2_with_negative=True)
-    assert postprocess_predictions([EXAMPLE], [FEATURE], start, end, v2) == {"q1": ""}
+    assert postprocess([EXAMPLE], [FEATURE], start, end, v2).answers == {"q1": ""}
     start, end = _logits(4, 4, null=5.0)  # null 5 < span 7
-    assert postprocess_predictions([EXAMPLE], [FEATURE], start, end, v2) == {"q1": "Vexa"}
+    assert postprocess([EXAMPLE], [FEATURE], start, end, v2).answers == {"q1": "Vexa"}
 
 
 def test_v1_never_predicts_null() -> None:
     start, end = _logits(4, 4, null=10.0)
-    assert postprocess_predictions([EXAMPLE], [FEATURE], start, end, PostprocessConfig()) == {"q1": "Vexa"}
+    assert postprocess([EXAMPLE], [FEATURE], start, end, PostprocessConfig()).answers == {"q1": "Vexa"}
 
 
 def test_windows_of_one_example_are_combined_and_min_null_score_used() -> None:
@@ -57,4 +57,4 @@ def test_windows_of_one_example_are_combined_and_min_null_score_used() -> None:
     end = np.concatenate([weak_end, strong_end])
     v2 = PostprocessConfig(version_2_with_negative=True)
     # The null score is the minimum over windows (-20), so the best span (window 2) wins.
-    assert postprocess_predictions([EXAMPLE], [FEATURE, FEATURE], start, end, v2) == {"q1": "Norland"}
+    assert postprocess([EXAMPLE], [FEATURE, FEATURE], start, end, v2).answers == {"q1": "Norland"}

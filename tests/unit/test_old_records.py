@@ -8,7 +8,7 @@ from pathlib import Path
 
 from xeoncluster.cluster.state import ClusterRecord
 from xeoncluster.core.stacks import get_stack
-from xeoncluster.job.train_plan import build_plan, launched_task
+from xeoncluster.job.train_plan import build_plan
 from xeoncluster.job.train_request import ScriptRequest, TaskRequest
 from xeoncluster.node.events.events import EVENTS_VERSION, RunEvent
 from xeoncluster.providers.base import Node
@@ -102,13 +102,10 @@ def test_a_request_json_holds_its_kind_and_only_its_kind_s_fields() -> None:
         assert Submission.from_json(text).request == request
 
 
-def test_events_and_launches_of_old_ranks_are_understood(tmp_path: Path) -> None:
+def test_events_of_old_ranks_are_understood() -> None:
     event = RunEvent.from_json('{"kind": "step", "rank": 0, "step": 5, "time": 1.5, "total": 10}')
     assert event.version == 1 and event.step == 5
     assert json.loads(RunEvent("step", step=1).to_json())["version"] == EVENTS_VERSION == VERSION
-    launch = tmp_path / "launch.json"
-    launch.write_text(json.dumps({"argv": ["/home/ubuntu/venv/bin/python", "-m", "training", "glue", "--task", "rte"]}))
-    assert launched_task(launch) == "glue"
 
 
 def test_a_version_file_from_the_master_is_read_strictly() -> None:

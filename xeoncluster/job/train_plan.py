@@ -6,7 +6,6 @@ import re
 import shlex
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from xeoncluster.core.errors import ConfigError
 from xeoncluster.core.stacks import Stack
@@ -29,7 +28,7 @@ from xeoncluster.providers.base import Node
 from xeoncluster.providers.config import StorageSettings
 from xeoncluster.providers.registry import storage_forms
 from xeoncluster.topology import CpuTopology, RankPlan, mpirun_command, plan_ranks, render_command
-from xeoncluster.wire.layout import NODE_MODULE, NODE_MODULES, PACKAGE_ROOT, RemoteLayout
+from xeoncluster.wire.layout import NODE_MODULE, PACKAGE_ROOT, RemoteLayout
 
 TASKS = ("squad", "glue")
 LAUNCHER_ENV = "I_MPI_HYDRA_BRANCH_COUNT=-1"
@@ -268,15 +267,3 @@ def dry_run_plan(request: AnyRequest, stack: Stack, topology: CpuTopology, insta
         data = {key: f"{PACKAGE_ROOT}/data/<digest>/{path.name}" for key, path in files if path is not None}
     return build_plan(request, stack, nodes, topology, home, request.run or "<run>", data)
 
-
-def launched_task(launch_json: Path) -> str | None:
-    """The task (squad, glue) a run's launch.json ran: the word after `-m xeoncluster.node` in its argv
-    (`-m training` in the records of agents before 0.2)."""
-    try:
-        argv = json.loads(launch_json.read_text()).get("argv", [])
-    except (OSError, ValueError, AttributeError):
-        return None
-    for index in range(len(argv) - 2):
-        if argv[index] == "-m" and argv[index + 1] in NODE_MODULES:
-            return str(argv[index + 2])
-    return None

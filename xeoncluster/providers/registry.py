@@ -1,8 +1,6 @@
 """Every provider's spec, by name, and the checks of shared config keys that ask each of them."""
 from __future__ import annotations
 
-from typing import Any
-
 from xeoncluster.providers.aws.spec import AWS
 from xeoncluster.providers.local.spec import LOCAL
 from xeoncluster.providers.spec import ProviderSpec
@@ -16,15 +14,6 @@ def specs() -> dict[str, ProviderSpec]:
 
 def spec_for(name: str) -> ProviderSpec:
     return specs()[name]
-
-
-def check_field(key: str, value: Any) -> Any:
-    """Run every provider's check of a shared key; a value no provider accepts is bad input."""
-    for spec in specs().values():
-        check = spec.field_checks.get(key)
-        if check is not None:
-            value = check(value)
-    return value
 
 
 def moved_keys() -> dict[str, str]:

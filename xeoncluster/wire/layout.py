@@ -13,7 +13,6 @@ PACKAGE_ROOT = "xeoncluster"
 # nothing else, so a user's own modules of any name are never shadowed.
 NODE_LIB = f"{PACKAGE_ROOT}/lib"
 NODE_MODULE = "xeoncluster.node"
-NODE_MODULES = (NODE_MODULE, "training")  # `training`: how agents before 0.2 launched it
 MASTER_KEY = ".ssh/id_ed25519"
 SSH_CONFIG = ".ssh/config"
 KNOWN_HOSTS = ".ssh/known_hosts"

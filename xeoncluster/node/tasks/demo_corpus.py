@@ -166,10 +166,6 @@ def build_world(rng: random.Random, num_entities: int) -> World:
     return World(facts)
 
 
-def _relation(name: str) -> Relation:
-    return next(r for r in RELATIONS if r.name == name)
-
-
 def _sentence(rng: random.Random, entity: str, relation: Relation, value: str) -> str:
     return rng.choice(relation.statements).format(e=entity, v=value)
 

@@ -211,13 +211,3 @@ def postprocess(
         if odds is not None:
             null_odds[example["id"]] = odds
     return SquadPredictions(answers, null_odds if cfg.version_2_with_negative else None)
-
-
-def postprocess_predictions(
-    examples: Sequence[Mapping[str, Any]],
-    features: Sequence[Mapping[str, Any]],
-    start_logits: np.ndarray,
-    end_logits: np.ndarray,
-    cfg: PostprocessConfig,
-) -> dict[str, str]:
-    return postprocess(examples, features, start_logits, end_logits, cfg).answers

@@ -11,8 +11,6 @@ policy allows, and checks that docs/aws.md shows the same JSON.
 """
 from __future__ import annotations
 
-import json
-
 from xeoncluster.providers.aws.boundary import (
     LAUNCHED,
     STORAGE_OBJECT_ACTIONS,
@@ -195,7 +193,3 @@ def _storage_statements(account: str) -> list[Document]:
     checks = [f"s3:{a}" for a in ACTIONS["s3"] if a.startswith("Get") and a != "GetObject"]
     return [allow("RunBucketChecks", checks, "arn:aws:s3:::xeoncluster-*", own),
             *owner_storage_statements(account, CALLER, list(STORAGE_OBJECT_ACTIONS))]
-
-
-def policy_json(account: str) -> str:
-    return json.dumps(policy_document(account), indent=2)
