@@ -12,6 +12,8 @@ REPO = Path(__file__).resolve().parents[1]
 # share clusters): the local nodes (namespaces with their sshd, and the tests that look at the machine's
 # namespaces) in one group, the EC2 stand-in (its own namespace and containers) in another, so that the
 # two chains run at once on the two workers; the rest (unit, moto, kube, training on loopback) fill in.
+# tests/standin_unit/ holds the stand-in's own tests that boot nothing: outside tests/standin/ they stay
+# off its chain and run with the rest.
 MACHINE_GROUPS = {"tests/e2e/": "local-nodes", "tests/standin/": "standin"}
 DATA = REPO / "tests" / "data"  # small real MRPC and SQuAD v2 samples, shipped with the tests
 
