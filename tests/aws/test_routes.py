@@ -5,6 +5,7 @@ import pytest
 from aws_helpers import PUBLIC_KEY, REGION, cluster_config
 
 from xeoncluster.core.errors import ConfigError
+from xeoncluster.providers.aws.network import default_route_targets
 
 
 def main_route_table(ec2, vpc_id):
@@ -61,8 +62,13 @@ def test_a_nat_route_and_unused_zones_are_fine(make_provider, ec2):
                                  AllocationId=address)["NatGateway"]["NatGatewayId"]
     table = isolate(ec2, subnet_in(ec2, "us-east-1b"))
     ec2.create_route(RouteTableId=table, DestinationCidrBlock="0.0.0.0/0", NatGatewayId=nat)
-    isolate(ec2, subnet_in(ec2, "us-east-1c"))  # not in zones: never launched into
-    make_provider().preflight(cluster_config(zones=["us-east-1a", "us-east-1b"]))
+    unused = subnet_in(ec2, "us-east-1c")
+    isolate(ec2, unused)  # not in zones: never launched into
+    notes = make_provider().preflight(cluster_config(zones=["us-east-1a", "us-east-1b"]))
+    # It passed on the NAT route and despite the isolated zone, not on the main table's internet route.
+    private = subnet_in(ec2, "us-east-1b")
+    assert default_route_targets(ec2, default_vpc(ec2), [private, unused]) == {private: nat, unused: None}
+    assert not [note for note in notes if "default route" in note]
 
 
 def test_a_main_route_table_without_a_default_route_fails_every_subnet(make_provider, ec2):

@@ -37,14 +37,16 @@ def fake_ssh(tmp_path: Path, unreachable: set[str]) -> Path:
     bin_dir.mkdir()
     script = bin_dir / "ssh"
     dead = " ".join(sorted(unreachable))
-    script.write_text(f'#!/bin/bash\nhost="${{@: -2:1}}"\nfor d in {dead}; do [ "$host" = "$d" ] && exit 255; done\n'
-                      "exit 0\n")
+    script.write_text(f'#!/bin/bash\nhost="${{@: -2:1}}"\necho "$host" >> "{tmp_path / "dialed"}"\n'
+                      f'for d in {dead}; do [ "$host" = "$d" ] && exit 255; done\nexit 0\n')
     script.chmod(0o755)
     return bin_dir
 
 
 def test_every_node_answers(tmp_path: Path) -> None:
     check_mesh(Session(), NODES, BashShell(fake_ssh(tmp_path, set())))  # type: ignore[arg-type]
+    # It passed because the master dialed every node by name, each once, and each answered.
+    assert sorted((tmp_path / "dialed").read_text().split()) == ["node0", "node1", "node2"]
 
 
 def test_an_unreachable_node_is_named(tmp_path: Path) -> None:
