@@ -1,7 +1,8 @@
 """The floors of the package, top to bottom, and the one rule between them: a module imports only its own
 floor or a lower one, and no import, even one made only for type checking, closes a circle.
 
-docs/architecture.md draws the same floors; this list is the one the code is held to.
+docs/architecture.md draws the same floors; FLOORS below maps them to folders, and a module's path gives
+its floor.
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ Everything here is offline: values in, plain dicts and text out. No module talks
 
 - machine.py: the instance type's facts (catalog) and the topology of the CPUs a pod gets
 - resources.py: the rule for what one pod takes of its node (requests == limits)
-- paths.py: where the job's files live (the PVC, the image's package root)
+- pod_paths.py: where the job's files live (the PVC, the image's package root)
 - launch.py: torchrun, the program each rank runs (the seam for other programs), the planner's env
 - job_spec.py: what the user asked for, checked, and the job's values both manifests are built from
 - pod.py: the container and pod fragments both kinds share
