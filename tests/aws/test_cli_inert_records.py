@@ -119,6 +119,19 @@ def test_runs_compare_and_logs_after_down_leave_out_the_bad_records(xc, xc_home)
     assert "run r2" in newest.out and "run r1" in named.out
 
 
+def test_logs_shows_only_finite_numbers_of_a_stored_metrics_file(xc, xc_home):
+    """metrics.json was written on the cluster: a score that is text, a bool or beyond any real one is
+    not shown, and does not crash the summary that formats it."""
+    stored({"r1": record_json("r1", time.time() - 50)}, metrics=json.dumps({
+        "f1": "x", "exact_match": 1e300, "accuracy": True, "train_samples_per_second": "fast",
+        "eval_before": {"f1": "y"}}).encode())
+
+    logs = xc("logs", "r1", "--name", "t1")
+
+    assert logs.code == 0 and "Traceback" not in logs.err, logs.err
+    assert "no evaluation set, no scores" in logs.out and "throughput" not in logs.out, logs.out
+
+
 def test_runs_on_the_master_leaves_out_each_bad_record_with_one_line(xc, shell, monkeypatch):
     """The master's listing: its shell's bytes arrive decoded with replacement (Fabric does that)."""
     assert xc("up", "--name", "t1", "--nodes", "1").code == 0

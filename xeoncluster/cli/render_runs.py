@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import shlex
 import time
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 
 from xeoncluster.cli.render import _console, launch_plan
 from xeoncluster.cli.render_live import live_lines
 from xeoncluster.cli.render_training import echo_line
+from xeoncluster.cluster.untrusted import finite
 from xeoncluster.runs.display import shown
 from xeoncluster.runs.queue_order import ordinal
 
@@ -29,15 +30,16 @@ def training_result(outcome: TrainOutcome, cluster: str) -> None:
     console = _console()
     fetched = outcome.fetched
     metrics = fetched.metrics if fetched else {}
-    keys = [k for k in ("exact_match", "f1", "accuracy") if metrics.get(k) is not None]
-    scores = ", ".join(f"{k}={metrics[k]:.2f}" for k in keys)
+    # metrics.json was written on the cluster: only finite numbers are shown as scores.
+    found = {k: v for k in ("exact_match", "f1", "accuracy") if (v := finite(metrics.get(k))) is not None}
+    scores = ", ".join(f"{k}={v:.2f}" for k, v in found.items())
     # The training side writes eval_before as {metric: score or None}, or null.
-    before = cast("dict[str, float | None]", metrics.get("eval_before") or {})
+    raw_before = metrics.get("eval_before")
+    before = {k: v for k in found if isinstance(raw_before, dict) and (v := finite(raw_before.get(k))) is not None}
     if before:
-        scores += "  (untrained: " + ", ".join(f"{k}={before[k]:.2f}" for k in keys
-                                               if before.get(k) is not None) + ")"
+        scores += "  (untrained: " + ", ".join(f"{k}={v:.2f}" for k, v in before.items()) + ")"
     console.print(shown(f"done in {outcome.record.seconds:.0f}s: {scores or 'no evaluation set, no scores'}"))
-    speed = metrics.get("train_samples_per_second")
+    speed = finite(metrics.get("train_samples_per_second"))
     if speed is not None:
         console.print(shown(f"throughput: {speed:.1f} samples/s on {metrics.get('world_size')} rank(s), "
                             f"{metrics.get('threads_per_rank')} thread(s) each, {metrics.get('precision')}"))

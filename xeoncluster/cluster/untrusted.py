@@ -9,6 +9,8 @@ repairs) a value outside its rule, with one line naming where it came from. Rule
 from __future__ import annotations
 
 import ipaddress
+import json
+import math
 import re
 from pathlib import Path
 from typing import Annotated
@@ -144,6 +146,26 @@ def key_below(key: str, prefix: str, source: str) -> str:
     if not key.startswith(start) or key == start:
         raise refused(source, "object key", key, f"not below {start}")
     return key[len(start):]
+
+
+def finite(value: object) -> float | None:
+    """A number read from the cluster (metrics.json), or None for anything else: a string, a bool,
+    NaN, an infinity or a value beyond any honest one would crash the formatting that shows it."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) \
+            and abs(value) <= MOST:
+        return float(value)
+    return None
+
+
+def metrics_of(path: Path, source: str) -> dict[str, object]:
+    """metrics.json as a mapping (text decoded with replacement); anything else is refused in one line."""
+    try:
+        data = json.loads(path.read_text(errors="replace"))
+    except (OSError, ValueError) as exc:
+        raise refused(source, "metrics", path.name, f"not JSON: {str(exc)[:80]}") from None
+    if not isinstance(data, dict):
+        raise refused(source, "metrics", path.name, "not a JSON object")
+    return data
 
 
 def printable(text: str, limit: int = 4000) -> bool:

@@ -4,14 +4,13 @@ the results folder here, fetched first (from the master or storage) for a run th
 """
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from xeoncluster.cluster import untrusted
 from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.commands import runs as runs_cmd
-from xeoncluster.commands.storage.stored_runs import fetch_stored_results
+from xeoncluster.commands.storage.stored_runs import fetch_stored_results, stored_metrics
 from xeoncluster.commands.train.train import fetch_run_results
 from xeoncluster.commands.train.train_results import results_dir
 from xeoncluster.core.errors import ConfigError, XeonClusterError
@@ -61,11 +60,7 @@ def _metrics(ctx: CommandContext, record: RunRecord) -> dict[str, Any]:
                 fetch_stored_results(ctx, record.run)
         except (XeonClusterError, OSError) as exc:
             ctx.reporter.warn(f"run {record.run}: its metrics could not be fetched ({exc}); shown without them")
-    try:
-        data = json.loads(path.read_text(errors="replace")) if path.exists() else {}
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return stored_metrics(path) if path.exists() else {}
 
 
 def scored(record: RunRecord, metrics: dict[str, Any]) -> Compared:
@@ -79,7 +74,4 @@ def scored(record: RunRecord, metrics: dict[str, Any]) -> Compared:
     return Compared(record, final, min(losses) if losses else None, _number(metrics.get("train_loss")))
 
 
-def _number(value: object) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return float(value)
-    return None
+_number = untrusted.finite

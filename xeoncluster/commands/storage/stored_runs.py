@@ -2,7 +2,6 @@
 was never on this machine), and what `storage rm` removes."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,12 +104,12 @@ def fetch_stored_results(ctx: CommandContext, run: str) -> Fetched | None:
 
 
 def stored_metrics(path: Path) -> dict[str, Any]:
-    """metrics.json as storage kept it: a master's role wrote it, so text that is no JSON object is none."""
+    """metrics.json as storage or the master kept it: a master's role wrote it, so text that is no JSON
+    object is none (its numbers are taken through untrusted.finite where they are shown)."""
     try:
-        data = json.loads(path.read_text(errors="replace"))
-    except ValueError:
+        return untrusted.metrics_of(path, "metrics.json")
+    except untrusted.Refused:
         return {}
-    return data if isinstance(data, dict) else {}
 
 
 def remove_stored_run(ctx: CommandContext, cluster: str, run: str) -> int:

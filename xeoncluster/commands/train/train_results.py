@@ -1,7 +1,6 @@
 """Fetching what a run left on the master: metrics.json, the optional result files, and the model."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,7 @@ def fetch_results(shell: NodeShell, master: Node, run: str, run_dir: Path, fetch
     fetch = _fetch_outputs if everything else _fetch_optional
     results = fetch(shell, master, remote_run, run_dir)
     shell.get(master, f"{remote_run}/metrics.json", metrics_path)
-    metrics = json.loads(metrics_path.read_text())
+    metrics = untrusted.metrics_of(metrics_path, f"run {run}'s results on {master.name}")
     fetched = Fetched(metrics, metrics_path, [p for p in results if p != metrics_path])
     if fetch_model is not None:
         fetched.model_dir = _fetch_model(shell, master, remote_run, run_dir, fetch_model)
