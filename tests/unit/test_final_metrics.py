@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from xeoncluster.agent import storage_sync
+from xeoncluster.agent import run_storage
 from xeoncluster.agent.supervisor import Supervisor
 from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.cluster.state import StateDir
@@ -54,7 +54,7 @@ class FolderShell:
 
 @pytest.fixture(autouse=True)
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(storage_sync, "RETRY_DELAYS", (0, 0))
+    monkeypatch.setattr(run_storage, "RETRY_DELAYS", (0, 0))
 
 
 def supervisor(tmp_path: Path, shell: FolderShell) -> Supervisor:
