@@ -102,7 +102,7 @@ def test_an_agent_found_dead_is_told_apart_from_a_cluster_being_removed(
     run.save(RunRecord(run="r1", cluster="c1", task="squad", state=RunState.RUNNING, agent_pid=dead_pid()))
     run.log.write_text("[0] step 1/40\n")
     if removed:
-        threading.Timer(0.4, shutil.rmtree, (run.folder,)).start()
+        threading.Timer(0.4, shutil.rmtree, (run.path,)).start()
     follower = Follower(lambda: LocalHost(str(tmp_path), "python3"), "c1", "r1", lambda _: None, lambda _: None)
     with pytest.raises(TrainingError) as raised:
         follower.follow()

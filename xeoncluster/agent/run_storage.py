@@ -69,7 +69,7 @@ class RunStorage:
     def _restore(self, shell: NodeShell, plan: LaunchPlan, step: int) -> None:
         assert self.sync is not None and self.source is not None
         with self.ctx.reporter.step(f"bring checkpoint-{step} back from {self.where}"):
-            staging = Path(self.files.folder) / ".restore"
+            staging = self.files.path / ".restore"
             folder = download_checkpoint(self.sync.storage, self.sync.base, step, staging)
             self.source.place(folder)
             restore_checkpoint(self.ctx, shell, list(plan.nodes), RemoteLayout(plan.home).run_dir(plan.run))

@@ -49,7 +49,7 @@ class Supervisor:
         self.request, self.plan = submission.request, _as_seen_here(ctx, submission.plan)
         record = files.load()
         if record is None:
-            raise XeonClusterError(f"no run record in {files.folder}")
+            raise XeonClusterError(f"no run record in {files.path}")
         self.record: RunRecord = record
         self.control = ctx.shell()  # commands while the streaming connection is busy
         self.attempt: Attempt | None = None
@@ -145,7 +145,7 @@ class Supervisor:
     # -- the queue ----------------------------------------------------------------------------
     def _wait_turn(self) -> bool:
         """Until every run before this one has ended (or a cancel came); whether it had to wait."""
-        queue = Queue(self.files.folder.parent)
+        queue = Queue(self.files.path.parent)
         said = ""
         while not self.cancelled.is_set():
             ahead = queue.take_turn(self.record.run, self._started)

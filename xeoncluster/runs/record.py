@@ -143,55 +143,9 @@ class RunRecord(Versioned):
                 "usage": {name: use.model_dump() for name, use in self.usage.items()}}
 
 
-class RunFiles:
-    """The paths of one run's folder on the agent's host."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-
-    @property
-    def record(self) -> Path:
-        return self.folder / RunFolder.RECORD
-
-    @property
-    def request(self) -> Path:
-        return self.folder / RunFolder.REQUEST
-
-    @property
-    def log(self) -> Path:
-        return self.folder / RunFolder.LOG
-
-    @property
-    def events(self) -> Path:
-        return self.folder / RunFolder.EVENTS
-
-    @property
-    def agent_log(self) -> Path:
-        return self.folder / RunFolder.AGENT_LOG
-
-    @property
-    def cancel(self) -> Path:
-        return self.folder / RunFolder.CANCEL
-
-    @property
-    def env(self) -> Path:
-        return self.folder / RunFolder.ENV
-
-    @property
-    def launch(self) -> Path:
-        return self.folder / RunFolder.LAUNCH
-
-    @property
-    def usage(self) -> Path:
-        return self.folder / RunFolder.USAGE
-
-    @property
-    def stacks(self) -> Path:
-        return self.folder / RunFolder.STACKS
-
-    @property
-    def tensorboard(self) -> Path:
-        return self.folder / RunFolder.TENSORBOARD
+class RunFiles(RunFolder[Path]):
+    """One run's folder on the agent's host, as the agent opens it: the folder's names (wire/layout.py)
+    and the record's reading and writing."""
 
     def load(self) -> RunRecord | None:
         try:
