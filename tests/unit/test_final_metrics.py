@@ -125,14 +125,14 @@ def test_the_record_says_succeeded_only_once_the_results_are_stored(tmp_path: Pa
 
 def test_the_ranks_events_reach_the_record_through_its_typed_changes(tmp_path: Path) -> None:
     """The supervisor's watches (agent/run_watches.py) turn events into the record's changes."""
-    from xeoncluster.node.events.events import RunEvent
+    from xeoncluster.node.events.events import NoticeEvent, StartedEvent, StepEvent
 
     shell = FolderShell(tmp_path / "node")
     (shell.home / "xeoncluster" / "runs" / "r1").mkdir(parents=True)
     agent = supervisor(tmp_path, shell)
-    agent.watches.on_event(RunEvent("started", step=0, total=10))
-    agent.watches.on_event(RunEvent("step", time=1.0, step=4, loss=0.5))
-    agent.watches.on_event(RunEvent("notice", rank=1, node="10.9.9.9", reason="spot interruption notice"))
+    agent.watches.on_event(StartedEvent(step=0, total=10))
+    agent.watches.on_event(StepEvent(time=1.0, step=4, loss=0.5))
+    agent.watches.on_event(NoticeEvent(rank=1, node="10.9.9.9", reason="spot interruption notice"))
     record = RunFiles(tmp_path / "agent" / "r1").load()
     assert record is not None
     assert (record.step, record.total_steps, record.live.loss, record.notices) == (4, 10, 0.5, ["10.9.9.9"])

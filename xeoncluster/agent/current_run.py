@@ -15,7 +15,7 @@ from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.core.stacks import Stack, get_stack
 from xeoncluster.job.train_plan import LaunchPlan
 from xeoncluster.job.train_request import AnyRequest
-from xeoncluster.node.events.events import RunEvent
+from xeoncluster.node.events.events import NoticeEvent
 from xeoncluster.remote.shell import NodeShell
 from xeoncluster.runs.record import RunFiles, RunRecord
 from xeoncluster.runs.submission import Submission
@@ -36,7 +36,7 @@ class CurrentRun:
     pace: Pace = field(default_factory=Pace)
     stalled: str = ""  # why the current launch was stopped as stalled, once it was
     verdict: str = ""  # why the run cannot go on, from the last recovery
-    noticed: dict[str, RunEvent] = field(default_factory=dict)
+    noticed: dict[str, NoticeEvent] = field(default_factory=dict)
     replacements: dict[str, Replacement] = field(default_factory=dict)
 
     @classmethod

@@ -12,7 +12,7 @@ from xeoncluster.agent.stall import stop_stalled
 from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.job.train_request import ScriptRequest
 from xeoncluster.node.diagnostics.startup_clock import describe as describe_startup
-from xeoncluster.node.events.events import RunEvent
+from xeoncluster.node.events.events import NoticeEvent, RunEvent
 from xeoncluster.operations.train_prepare import Preparer
 from xeoncluster.providers.base import Node
 from xeoncluster.runs.record import Live, NodeUse, RunState
@@ -47,7 +47,7 @@ class RunWatches:
         elif event.kind == "notice":
             self._on_notice(event)
 
-    def _on_notice(self, event: RunEvent) -> None:
+    def _on_notice(self, event: NoticeEvent) -> None:
         run = self.run
         run.noticed[event.node] = event
         run.keeper.noticed(event.node)
