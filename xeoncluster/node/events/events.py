@@ -53,9 +53,15 @@ class Progress(_Event):
 
 
 @dataclass(frozen=True, kw_only=True)
-class StartedEvent(Progress):
+class _Measured(Progress):
+    """An event with numbers: the startup clock's parts (started), scores (eval, finished)."""
+
+    metrics: dict[str, float | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StartedEvent(_Measured):
     kind: Literal["started"] = field(default="started", init=False)
-    metrics: dict[str, float | None] = field(default_factory=dict)  # the startup clock's parts
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,9 +71,8 @@ class StepEvent(Progress):
 
 
 @dataclass(frozen=True, kw_only=True)
-class EvalEvent(Progress):
+class EvalEvent(_Measured):
     kind: Literal["eval"] = field(default="eval", init=False)
-    metrics: dict[str, float | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,9 +87,8 @@ class StoppedEvent(Progress):
 
 
 @dataclass(frozen=True, kw_only=True)
-class FinishedEvent(Progress):
+class FinishedEvent(_Measured):
     kind: Literal["finished"] = field(default="finished", init=False)
-    metrics: dict[str, float | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
