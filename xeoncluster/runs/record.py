@@ -90,6 +90,14 @@ class Live(BaseModel):
 
 
 class RunRecord(Versioned):
+    """The record as run.json holds it, flat, the one form every CLI and agent version reads (fields are
+    only ever added, with defaults: wire/contract.py). Its fields answer three questions: what was asked
+    (run, cluster, task, submitted_at, sweep, params, command, log), what happened (state, step,
+    total_steps, restarts, stalls, started_at, ended_at, exit_code, error, agent_pid, nodes, notices, and
+    what it cost and keeps: cost_usd, usd_per_hour, storage, durable_step, storage_error) and what is live
+    (live, usage). `train` writes the first; from then on only the run's agent changes it, through
+    agent/record_keeper.py's typed changes, grouped by the same questions."""
+
     run: str
     cluster: str
     task: str
