@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from xeoncluster.agent import run_storage
+from xeoncluster.agent import supervisor as supervisor_module
+from xeoncluster.agent.attempt import Attempt, Outcome
 from xeoncluster.agent.supervisor import Supervisor
 from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.cluster.state import StateDir
@@ -18,6 +20,7 @@ from xeoncluster.core.progress import Reporter
 from xeoncluster.core.stacks import get_stack
 from xeoncluster.job.train_plan import build_plan
 from xeoncluster.job.train_request import TaskRequest
+from xeoncluster.node.events.events import CheckpointEvent, NoticeEvent, StartedEvent, StepEvent
 from xeoncluster.providers.base import Node
 from xeoncluster.providers.config import ClusterConfig
 from xeoncluster.providers.local.provider import LocalProvider
@@ -125,8 +128,6 @@ def test_the_record_says_succeeded_only_once_the_results_are_stored(tmp_path: Pa
 
 def test_the_ranks_events_reach_the_record_through_its_typed_changes(tmp_path: Path) -> None:
     """The supervisor's watches (agent/run_watches.py) turn events into the record's changes."""
-    from xeoncluster.node.events.events import NoticeEvent, StartedEvent, StepEvent
-
     shell = FolderShell(tmp_path / "node")
     (shell.home / "xeoncluster" / "runs" / "r1").mkdir(parents=True)
     agent = supervisor(tmp_path, shell)
@@ -136,3 +137,39 @@ def test_the_ranks_events_reach_the_record_through_its_typed_changes(tmp_path: P
     record = RunFiles(tmp_path / "agent" / "r1").load()
     assert record is not None
     assert (record.step, record.total_steps, record.live.loss, record.notices) == (4, 10, 0.5, ["10.9.9.9"])
+
+
+class QuietWatch:
+    """A watch that sees nothing: the nodes' use and their presence are not what this test is about."""
+
+    def __init__(self, *_args: object, **_kwargs: object) -> None:
+        pass
+
+    def __enter__(self) -> QuietWatch:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        pass
+
+
+def test_the_supervisors_loop_runs_a_launch_to_its_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop across its parts (the queue turn, the attempt, the watches, the end), with a launch whose
+    ranks report a start, a step and a checkpoint and exit 0."""
+    def launch(attempt: Attempt, _shell: object) -> Outcome:
+        for event in (StartedEvent(step=0, total=8), StepEvent(time=1.0, step=8, loss=0.25),
+                      CheckpointEvent(step=8, total=8)):
+            attempt.on_event(event)
+        return Outcome(0)
+
+    monkeypatch.setattr(Attempt, "run", launch)
+    monkeypatch.setattr(supervisor_module, "UsageWatch", QuietWatch)
+    monkeypatch.setattr(supervisor_module, "NodeWatch", QuietWatch)
+    shell = FolderShell(tmp_path / "node")
+    (shell.home / "xeoncluster" / "runs" / "r1" / "checkpoint-8").mkdir(parents=True)
+    (shell.home / "xeoncluster" / "runs" / "r1" / "checkpoint-8" / "trainer_state.json").write_text("{}")
+    agent = supervisor(tmp_path, shell)
+    assert agent.run() == 0
+    record = RunFiles(tmp_path / "agent" / "r1").load()
+    assert record is not None
+    assert (record.state, record.step, record.total_steps, record.nodes) == (RunState.SUCCEEDED, 8, 8, ["node0"])
+    assert record.started_at is not None and record.ended_at is not None and record.exit_code == 0
