@@ -119,7 +119,8 @@ def _train(ctx: click.Context, options: TrainOptions, cluster: dict[str, Any]) -
     if options.dry_run and (options.instance_type is not None or options.nodes is not None):
         _plan_without_cluster(context, request, options.instance_type, options.nodes)
         return
-    result = train_cmd.run(context, request, echo_line, options.dry_run, options.detach, axes, echo_line.steps())
+    result = train_cmd.run(context, request, train_cmd.SubmitMode(options.dry_run, options.detach, axes), echo_line,
+                           echo_line.steps())
     if isinstance(result, train_cmd.Planned):
         render_runs.planned(result)
         return
