@@ -19,9 +19,9 @@ from boto3.s3.transfer import TransferConfig
 from recording_shell import Call, ShellLog
 from s3_owner import OwnerCheck, assertion_client, bucket_of_another_account
 
-from xeoncluster.agent import storage_sync
+from xeoncluster.agent import run_storage
 from xeoncluster.agent.checkpoint_source import OnMaster
-from xeoncluster.agent.storage_sync import StorageSync
+from xeoncluster.agent.run_storage import StorageSync
 from xeoncluster.providers.aws import bucket as aws_bucket
 from xeoncluster.providers.aws import storage as aws_storage
 from xeoncluster.providers.aws.provider import AwsProvider
@@ -91,7 +91,7 @@ def test_every_s3_request_names_the_account_as_the_bucket_owner(
                                                                 multipart_chunksize=5 * 2**20))
     # One failed upload: s3transfer aborts it by itself (outside the transfer's ExtraArgs), then it is retried.
     aws.fail("CompleteMultipartUpload")
-    monkeypatch.setattr(storage_sync, "RETRY_DELAYS", (0,))
+    monkeypatch.setattr(run_storage, "RETRY_DELAYS", (0,))
     assert xc("up", "--name", "c1", "--nodes", "1").code == 0
     laptop = make_provider()
     location = laptop.storage_location(cluster_config(name="c0"), "auto", Path("/unused"), create=False)

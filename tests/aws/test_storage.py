@@ -13,7 +13,7 @@ import pytest
 from aws_helpers import REGION, live_state, write_config
 
 from xeoncluster.agent.checkpoint_source import OnMaster
-from xeoncluster.agent.storage_sync import StorageSync
+from xeoncluster.agent.run_storage import StorageSync
 from xeoncluster.core.errors import ConfigError
 from xeoncluster.providers.aws import storage as aws_storage
 from xeoncluster.providers.aws.role import RoleScope, master_policy

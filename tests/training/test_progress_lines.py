@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 
 from xeoncluster.cli.render_training import TrainingLines
-from xeoncluster.node.events.events import RunEvent
+from xeoncluster.node.events.events import StepEvent
 from xeoncluster.node.events.progress_lines import Pace, clock
 
 STEP = "[0] step 30/120  loss 2.1728  lr 7.58e-04  epoch 0.16  79.7 samples/s  eta 0:00:18"
@@ -40,10 +40,10 @@ def test_not_a_terminal_prints_every_line_plainly() -> None:
 def test_terminal_shows_a_bar_for_steps_and_other_lines_above_it() -> None:
     out = Terminal()
     sink = TrainingLines(out)
-    sink.step(RunEvent("step", time=10.0, step=20, total=120, loss=2.5))
+    sink.step(StepEvent(time=10.0, step=20, total=120, loss=2.5))
     for line in LINES:
         sink(line)
-    sink.step(RunEvent("step", time=20.0, step=30, total=120, loss=2.1728))
+    sink.step(StepEvent(time=20.0, step=30, total=120, loss=2.1728))
     sink.close()
     sink("after the bar")
     text = out.getvalue()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from xeoncluster.core.errors import RemoteError, TrainingError
-from xeoncluster.node.events.events import RunEvent
+from xeoncluster.node.events.events import RunEvent, StepEvent
 from xeoncluster.remote.shell import CommandResult
 from xeoncluster.runs.follow import CHUNK_BYTES, Follower, read_chunk
 from xeoncluster.runs.host import LocalHost
@@ -102,7 +102,7 @@ def test_an_agent_found_dead_is_told_apart_from_a_cluster_being_removed(
     run.save(RunRecord(run="r1", cluster="c1", task="squad", state=RunState.RUNNING, agent_pid=dead_pid()))
     run.log.write_text("[0] step 1/40\n")
     if removed:
-        threading.Timer(0.4, shutil.rmtree, (run.folder,)).start()
+        threading.Timer(0.4, shutil.rmtree, (run.path,)).start()
     follower = Follower(lambda: LocalHost(str(tmp_path), "python3"), "c1", "r1", lambda _: None, lambda _: None)
     with pytest.raises(TrainingError) as raised:
         follower.follow()
@@ -142,7 +142,7 @@ def test_step_events_are_followed_by_byte_offset_beside_the_log(tmp_path: Path) 
     run = files(tmp_path)
     run.save(RunRecord(run="r1", cluster="c1", task="squad", state=RunState.SUCCEEDED))
     run.log.write_text("[0] step 1/4\n")
-    step = RunEvent("step", time=1.0, step=1, total=4, loss=0.5)
+    step = StepEvent(time=1.0, step=1, total=4, loss=0.5)
     events = f"{step.to_json()}\nnot an event\n{{\"kind\": \"bogus\"}}\n{step.to_json()}\n{{\"kind\": \"st"
     run.events.write_text(events)
     host = ReplacingHost(str(tmp_path), "python3")

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from xeoncluster.agent import storage_sync
+from xeoncluster.agent import run_storage
+from xeoncluster.agent import supervisor as supervisor_module
+from xeoncluster.agent.attempt import Attempt, Outcome
 from xeoncluster.agent.supervisor import Supervisor
 from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.cluster.state import StateDir
@@ -18,6 +20,7 @@ from xeoncluster.core.progress import Reporter
 from xeoncluster.core.stacks import get_stack
 from xeoncluster.job.train_plan import build_plan
 from xeoncluster.job.train_request import TaskRequest
+from xeoncluster.node.events.events import CheckpointEvent, NoticeEvent, StartedEvent, StepEvent
 from xeoncluster.providers.base import Node
 from xeoncluster.providers.config import ClusterConfig
 from xeoncluster.providers.local.provider import LocalProvider
@@ -54,7 +57,7 @@ class FolderShell:
 
 @pytest.fixture(autouse=True)
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(storage_sync, "RETRY_DELAYS", (0, 0))
+    monkeypatch.setattr(run_storage, "RETRY_DELAYS", (0, 0))
 
 
 def supervisor(tmp_path: Path, shell: FolderShell) -> Supervisor:
@@ -112,13 +115,61 @@ def test_the_record_says_succeeded_only_once_the_results_are_stored(tmp_path: Pa
     agent = supervisor(tmp_path, shell)
     stored = tmp_path / "store" / "c1" / "runs" / "r1" / "results" / "metrics.json"
     seen: list[tuple[RunState, bool]] = []
-    original = agent.update
+    original = agent.keeper.ended  # the one change of the record's state on the way to the end
 
-    def watching(**changes: object) -> None:
-        original(**changes)
-        if "state" in changes:
-            seen.append((agent.record.state, stored.exists()))
+    def watching(state: RunState, exit_code: int, error: str, durable_step: int | None) -> None:
+        original(state, exit_code, error, durable_step)
+        seen.append((agent.record.state, stored.exists()))
 
-    agent.update = watching  # type: ignore[method-assign]
+    agent.keeper.ended = watching  # type: ignore[method-assign]
     agent.finish(RunState.SUCCEEDED, 0)
     assert seen == [(RunState.SUCCEEDED, True)]
+
+
+def test_the_ranks_events_reach_the_record_through_its_typed_changes(tmp_path: Path) -> None:
+    """The supervisor's watches (agent/run_watches.py) turn events into the record's changes."""
+    shell = FolderShell(tmp_path / "node")
+    (shell.home / "xeoncluster" / "runs" / "r1").mkdir(parents=True)
+    agent = supervisor(tmp_path, shell)
+    agent.watches.on_event(StartedEvent(step=0, total=10))
+    agent.watches.on_event(StepEvent(time=1.0, step=4, loss=0.5))
+    agent.watches.on_event(NoticeEvent(rank=1, node="10.9.9.9", reason="spot interruption notice"))
+    record = RunFiles(tmp_path / "agent" / "r1").load()
+    assert record is not None
+    assert (record.step, record.total_steps, record.live.loss, record.notices) == (4, 10, 0.5, ["10.9.9.9"])
+
+
+class QuietWatch:
+    """A watch that sees nothing: the nodes' use and their presence are not what this test is about."""
+
+    def __init__(self, *_args: object, **_kwargs: object) -> None:
+        pass
+
+    def __enter__(self) -> QuietWatch:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        pass
+
+
+def test_the_supervisors_loop_runs_a_launch_to_its_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop across its parts (the queue turn, the attempt, the watches, the end), with a launch whose
+    ranks report a start, a step and a checkpoint and exit 0."""
+    def launch(attempt: Attempt, _shell: object) -> Outcome:
+        for event in (StartedEvent(step=0, total=8), StepEvent(time=1.0, step=8, loss=0.25),
+                      CheckpointEvent(step=8, total=8)):
+            attempt.on_event(event)
+        return Outcome(0)
+
+    monkeypatch.setattr(Attempt, "run", launch)
+    monkeypatch.setattr(supervisor_module, "UsageWatch", QuietWatch)
+    monkeypatch.setattr(supervisor_module, "NodeWatch", QuietWatch)
+    shell = FolderShell(tmp_path / "node")
+    (shell.home / "xeoncluster" / "runs" / "r1" / "checkpoint-8").mkdir(parents=True)
+    (shell.home / "xeoncluster" / "runs" / "r1" / "checkpoint-8" / "trainer_state.json").write_text("{}")
+    agent = supervisor(tmp_path, shell)
+    assert agent.run() == 0
+    record = RunFiles(tmp_path / "agent" / "r1").load()
+    assert record is not None
+    assert (record.state, record.step, record.total_steps, record.nodes) == (RunState.SUCCEEDED, 8, 8, ["node0"])
+    assert record.started_at is not None and record.ended_at is not None and record.exit_code == 0

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from xeoncluster.node.events.events import RunEvent, emit, parse_line
+from xeoncluster.node.events.events import NoticeEvent, emit, parse_line
 from xeoncluster.node.events.labels import LabelledWriter
 
 
@@ -65,6 +65,6 @@ def test_flush_and_close_end_an_unfinished_line() -> None:
 
 
 def test_emit_writes_one_parsable_line(capsys: pytest.CaptureFixture[str]) -> None:
-    emit(RunEvent("notice", rank=1, node="10.0.0.2", reason="spot interruption"))
+    emit(NoticeEvent(rank=1, node="10.0.0.2", reason="spot interruption"))
     event = parse_line(capsys.readouterr().out.strip())
     assert event is not None and event.kind == "notice" and event.node == "10.0.0.2"

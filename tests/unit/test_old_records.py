@@ -10,7 +10,7 @@ from xeoncluster.cluster.state import ClusterRecord
 from xeoncluster.core.stacks import get_stack
 from xeoncluster.job.train_plan import build_plan
 from xeoncluster.job.train_request import ScriptRequest, TaskRequest
-from xeoncluster.node.events.events import EVENTS_VERSION, RunEvent
+from xeoncluster.node.events.events import EVENTS_VERSION, StepEvent, event_from_json
 from xeoncluster.providers.base import Node
 from xeoncluster.runs.record import RunRecord, RunState
 from xeoncluster.runs.submission import Submission
@@ -103,9 +103,9 @@ def test_a_request_json_holds_its_kind_and_only_its_kind_s_fields() -> None:
 
 
 def test_events_of_old_ranks_are_understood() -> None:
-    event = RunEvent.from_json('{"kind": "step", "rank": 0, "step": 5, "time": 1.5, "total": 10}')
+    event = event_from_json('{"kind": "step", "rank": 0, "step": 5, "time": 1.5, "total": 10}')
     assert event.version == 1 and event.step == 5
-    assert json.loads(RunEvent("step", step=1).to_json())["version"] == EVENTS_VERSION == VERSION
+    assert json.loads(StepEvent(step=1).to_json())["version"] == EVENTS_VERSION == VERSION
 
 
 def test_a_version_file_from_the_master_is_read_strictly() -> None:

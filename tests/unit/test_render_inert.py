@@ -12,7 +12,7 @@ from xeoncluster.cli import render, render_runs
 from xeoncluster.cli.render_training import TrainingLines
 from xeoncluster.commands.compare import Compared
 from xeoncluster.commands.status import NodeStatus, StatusResult
-from xeoncluster.node.events.events import RunEvent
+from xeoncluster.node.events.events import StartedEvent, StepEvent
 from xeoncluster.providers.base import Node
 from xeoncluster.runs.record import NodeUse, Restart, RunRecord, RunState
 
@@ -81,10 +81,10 @@ def test_step_events_drive_the_bar_and_lines_print_above_it() -> None:
     out = Terminal()
     sink = TrainingLines(out)
     assert sink.steps() is not None and TrainingLines(io.StringIO()).steps() is None
-    sink.step(RunEvent("started", time=100.0, step=0, total=10))
+    sink.step(StartedEvent(time=100.0, step=0, total=10))
     sink("[0] step 3/10  loss [/x]  (the bar shows this one)")
     for step in (1, 2, 3):
-        sink.step(RunEvent("step", time=100.0 + step, step=step, total=10, loss=0.5 / step))
+        sink.step(StepEvent(time=100.0 + step, step=step, total=10, loss=0.5 / step))
     sink(f"loss [/x] {EVIL}")
     sink.close()
     text = out.getvalue()
@@ -97,7 +97,7 @@ def test_step_events_drive_the_bar_and_lines_print_above_it() -> None:
 def test_not_a_terminal_prints_every_line_inert_and_ignores_events() -> None:
     out = io.StringIO()
     sink = TrainingLines(out)
-    sink.step(RunEvent("step", step=1, total=2, loss=0.5))
+    sink.step(StepEvent(step=1, total=2, loss=0.5))
     for line in ("[0] step 1/2  loss 0.5000", "\x1b[31mred\x1b[0m", EVIL):
         sink(line)
     assert out.getvalue() == "[0] step 1/2  loss 0.5000\n\x1b[31mred\x1b[0m\n[/b]evil␛]52;c;aGk=␇␛[2J\\x9b2J\n"

@@ -4,17 +4,33 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from xeoncluster.core.stacks import get_stack
 from xeoncluster.job.train_plan import build_plan
 from xeoncluster.job.train_request import TaskRequest
-from xeoncluster.node.events.events import MARKER, RunEvent, parse_line, read_events
+from xeoncluster.node.events.events import (
+    EVENT_TYPES,
+    MARKER,
+    CheckpointEvent,
+    EvalEvent,
+    FailedEvent,
+    FinishedEvent,
+    NoticeEvent,
+    StartedEvent,
+    StepEvent,
+    StoppedEvent,
+    event_from_json,
+    parse_line,
+    read_events,
+)
 from xeoncluster.providers.base import Node
 from xeoncluster.runs.submission import Submission
 from xeoncluster.topology import CpuTopology
 
 
 def test_events_travel_as_marked_lines_with_or_without_the_rank_label() -> None:
-    event = RunEvent("notice", rank=3, node="10.0.0.7", reason="spot interruption notice", deadline=1795514520.0)
+    event = NoticeEvent(rank=3, node="10.0.0.7", reason="spot interruption notice", deadline=1795514520.0)
     line = MARKER + event.to_json()
     assert parse_line(line) == event
     relabelled = parse_line(f"[5] {line}")
@@ -25,7 +41,7 @@ def test_events_travel_as_marked_lines_with_or_without_the_rank_label() -> None:
 
 
 def test_events_jsonl_skips_a_line_cut_short_by_a_crash() -> None:
-    good = RunEvent("step", step=7, total=10, loss=0.5)
+    good = StepEvent(step=7, total=10, loss=0.5)
     text = good.to_json() + "\n" + '{"kind": "step", "st'
     assert read_events(text) == [good]
 
@@ -40,3 +56,41 @@ def test_the_submission_keeps_env_values_out_of_request_json(tmp_path: Path) -> 
     back = Submission.from_json(text, submission.env_json())
     assert back.request == request and back.plan == plan
     assert json.loads(submission.env_json()) == {"HF_TOKEN": "hf_s3cret"}
+
+
+# What the ranks printed before each kind was a class of its own (one flat RunEvent): every line must
+# still parse, to its kind's class, and print again byte for byte.
+FLAT_LINES = (
+    '{"kind": "started", "metrics": {"import": 1.5}, "node": "10.0.0.2", "rank": 0, "step": 0, "time": 1.0, '
+    '"total": 10, "version": 2}',
+    '{"kind": "step", "loss": 0.5, "node": "10.0.0.2", "rank": 0, "step": 1, "time": 2.0, "total": 10, "version": 2}',
+    '{"kind": "eval", "metrics": {"em": null, "f1": 80.5}, "node": "10.0.0.2", "rank": 0, "step": 5, "time": 3.0, '
+    '"total": 10, "version": 2}',
+    '{"kind": "checkpoint", "node": "10.0.0.2", "rank": 0, "step": 5, "time": 4.0, "total": 10, "version": 2}',
+    '{"deadline": 1795514520.0, "kind": "notice", "node": "10.0.0.3", "rank": 1, "reason": "spot interruption '
+    'notice", "time": 5.0, "version": 2}',
+    '{"kind": "stopped", "node": "10.0.0.2", "rank": 0, "reason": "notice", "step": 6, "time": 6.0, "version": 2}',
+    '{"kind": "finished", "metrics": {"f1": 81.0}, "node": "10.0.0.2", "rank": 0, "step": 10, "time": 7.0, '
+    '"total": 10, "version": 2}',
+    '{"kind": "failed", "lines": ["Traceback", "ValueError: boom"], "node": "10.0.0.4", "rank": 2, "reason": "boom", '
+    '"time": 8.0, "version": 2}',
+)
+
+
+def test_each_kind_parses_to_its_own_class_and_prints_the_same_bytes() -> None:
+    events = read_events("\n".join(FLAT_LINES))
+    assert [type(e) for e in events] == [StartedEvent, StepEvent, EvalEvent, CheckpointEvent, NoticeEvent,
+                                         StoppedEvent, FinishedEvent, FailedEvent]
+    assert sorted(e.kind for e in events) == sorted(EVENT_TYPES)  # every kind, each once
+    assert tuple(e.to_json() for e in events) == FLAT_LINES
+    failed = events[-1]
+    assert isinstance(failed, FailedEvent) and failed.lines == ("Traceback", "ValueError: boom")
+
+
+def test_an_unknown_kind_is_skipped_and_fields_of_another_kind_are_dropped() -> None:
+    text = '{"kind": "rebalanced", "time": 1.0}\n' + FLAT_LINES[1]
+    assert [e.kind for e in read_events(text)] == ["step"]
+    with pytest.raises(ValueError, match="unknown event kind"):
+        event_from_json('{"kind": "rebalanced", "time": 1.0}')
+    step = event_from_json('{"kind": "step", "step": 3, "reason": "not a step field", "time": 1.0}')
+    assert isinstance(step, StepEvent) and step.step == 3 and not hasattr(step, "reason")

@@ -5,7 +5,7 @@ import psutil
 import pytest
 
 from xeoncluster.node.diagnostics.startup_clock import StartupClock, describe, process_started, read_parts
-from xeoncluster.node.events.events import RunEvent
+from xeoncluster.node.events.events import StartedEvent, event_from_json
 
 
 def test_each_part_runs_from_the_end_of_the_one_before_and_survives_the_event() -> None:
@@ -14,7 +14,7 @@ def test_each_part_runs_from_the_end_of_the_one_before_and_survives_the_event() 
     parts = clock.parts()
     assert parts == {"startup_python_s": 0.5, "startup_libraries_s": 2.0, "startup_data_s": 0.5,
                      "startup_resume_s": 7.5}
-    back = RunEvent.from_json(RunEvent("started", step=40, metrics=parts).to_json())  # keys come back sorted
+    back = event_from_json(StartedEvent(step=40, metrics=parts).to_json())  # keys come back sorted
     assert list(read_parts(back.metrics)) == ["python", "libraries", "data", "resume"]
     assert describe(back.metrics) == "10.5s (python 0.5, libraries 2.0, data 0.5, resume 7.5)"
 

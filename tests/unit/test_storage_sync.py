@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from xeoncluster.agent import storage_sync
+from xeoncluster.agent import run_storage
 from xeoncluster.agent.checkpoint_source import OnMaster
-from xeoncluster.agent.storage_sync import StorageSync
+from xeoncluster.agent.run_storage import StorageSync
 from xeoncluster.runs.stored_checkpoints import download_checkpoint, durable_steps
 from xeoncluster.storage.base import MANIFEST, StorageLocation
 from xeoncluster.storage.folder import FolderStorage
@@ -52,7 +52,7 @@ def sync_for(tmp_path: Path, run_dir: Path, fail: int = 0, keep: int = 3) -> tup
 
 @pytest.fixture(autouse=True)
 def no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(storage_sync, "RETRY_DELAYS", (0, 0))
+    monkeypatch.setattr(run_storage, "RETRY_DELAYS", (0, 0))
 
 
 def test_the_manifest_is_written_last_and_only_the_newest_are_kept(tmp_path: Path) -> None:
@@ -161,7 +161,7 @@ class Hanging(FolderStorage):
 
 def test_an_upload_that_hangs_is_reported_with_the_agent_s_stacks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                   capfd: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(storage_sync, "SLOW_SECONDS", 0.3)
+    monkeypatch.setattr(run_storage, "SLOW_SECONDS", 0.3)
     run_dir = run_folder(tmp_path, (10,))
     storage = Hanging(StorageLocation(url=str(tmp_path / "store"), folder=str(tmp_path / "store")))
     reports: list[str] = []

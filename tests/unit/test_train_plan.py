@@ -133,7 +133,7 @@ def test_train_dry_run_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pyte
 
 def test_ranks_use_the_interface_that_reaches_the_master() -> None:
     """Custom VPCs without DNS hostnames: gloo and Hydra must not pick an address by resolving the hostname."""
-    from xeoncluster.job.train_plan import build_plan
+    from xeoncluster.job.train_plan import Site, build_plan
     from xeoncluster.providers.aws.catalog import lookup, topology_of
     from xeoncluster.providers.base import Node
 
@@ -141,9 +141,9 @@ def test_ranks_use_the_interface_that_reaches_the_master() -> None:
              for i in range(2)]
     topology = topology_of(lookup("c7i.2xlarge"))
     tuned = build_plan(TaskRequest(task="squad", demo=True), get_stack("stock"), nodes, topology, "/home/ubuntu",
-                       "r1", {}, iface="ens5")
+                       "r1", {}, Site(iface="ens5"))
     untuned = build_plan(TaskRequest(task="squad", demo=True, tuned=False), get_stack("stock"), nodes, topology,
-                         "/home/ubuntu", "r1", {}, iface="ens5")
+                         "/home/ubuntu", "r1", {}, Site(iface="ens5"))
     for plan in (tuned, untuned):
         env = dict(plan.ranks.env)
         assert (env["GLOO_SOCKET_IFNAME"], env["I_MPI_HYDRA_IFACE"]) == ("ens5", "ens5")

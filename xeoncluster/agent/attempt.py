@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import TextIO, TypeVar
 
 from xeoncluster.agent.node_watch import stop_command
 from xeoncluster.cluster.command_context import CommandContext
@@ -26,6 +26,8 @@ from xeoncluster.remote.shell import CommandResult, NodeShell
 from xeoncluster.runs.record import RunFiles
 from xeoncluster.wire.layout import RemoteLayout
 
+Kind = TypeVar("Kind", bound=RunEvent)  # one class of event: Outcome.last finds the newest of its kind
+
 LAUNCHER_PID = "launcher.pid"
 
 
@@ -35,8 +37,8 @@ class Outcome:
     detail: str = ""                   # the stream's last words when it ended without an exit status
     events: list[RunEvent] = field(default_factory=list)
 
-    def last(self, kind: str) -> RunEvent | None:
-        return next((e for e in reversed(self.events) if e.kind == kind), None)
+    def last(self, kind: type[Kind]) -> Kind | None:
+        return next((e for e in reversed(self.events) if isinstance(e, kind)), None)
 
 
 class Attempt:

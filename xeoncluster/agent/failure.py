@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from xeoncluster.agent.attempt import Outcome
-from xeoncluster.node.events.events import EXIT_STOPPED
+from xeoncluster.node.events.events import EXIT_STOPPED, FailedEvent, StoppedEvent
 from xeoncluster.providers.base import Node
 
 
@@ -35,7 +35,7 @@ def failure_line(log_text: str, exit_code: int) -> str:
 
 def outcome_line(outcome: Outcome, nodes: list[Node], log: Path) -> str:
     """Why a launch failed: a rank's own report, a lost master, a stop that was not recovered, or the log."""
-    failed = outcome.last("failed")
+    failed = outcome.last(FailedEvent)
     if failed is not None:
         node = next((n.name for n in nodes if n.private_ip == failed.node), failed.node)
         lines = " | ".join(failed.lines[-3:]) if failed.lines and failed.lines[-1] != failed.reason else ""
@@ -43,7 +43,7 @@ def outcome_line(outcome: Outcome, nodes: list[Node], log: Path) -> str:
     if outcome.exit_code < 0:
         return f"lost connection to {nodes[0].name} (master): {outcome.detail}"
     if outcome.exit_code == EXIT_STOPPED:
-        stopped = outcome.last("stopped")
+        stopped = outcome.last(StoppedEvent)
         at = f" at step {stopped.step}" if stopped and stopped.step is not None else ""
         return f"training stopped{at} (checkpoint saved) and was not recovered (--max-restarts spent)"
     return failure_line(log.read_text(errors="replace"), outcome.exit_code)

@@ -15,7 +15,7 @@ from xeoncluster.agent.recovery import last_step, lost_nodes, replace_lost, rest
 from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.cluster.state import ClusterRecord
 from xeoncluster.job.train_plan import LaunchPlan
-from xeoncluster.node.events.events import RunEvent
+from xeoncluster.node.events.events import NoticeEvent, StoppedEvent
 from xeoncluster.providers.base import Node
 from xeoncluster.remote.shell import NodeShell
 from xeoncluster.runs.record import Restart
@@ -24,7 +24,7 @@ from xeoncluster.wire.layout import RemoteLayout
 
 class Recovery:
     def __init__(self, ctx: CommandContext, shell: NodeShell, plan: LaunchPlan, reported_step: int,
-                 noticed: dict[str, RunEvent], replacements: dict[str, Replacement]) -> None:
+                 noticed: dict[str, NoticeEvent], replacements: dict[str, Replacement]) -> None:
         self.ctx, self.shell, self.plan = ctx, shell, plan
         self.reported_step = reported_step
         self.noticed, self.replacements = noticed, replacements
@@ -51,7 +51,7 @@ class Recovery:
         last = last_step(self.shell, survived, RemoteLayout(self.plan.home), self.plan.run, self.reported_step)
         self.shell.close()  # connections to the lost nodes are dead; every use below reconnects
         step, swapped = self._replace(cluster, lost, ready)
-        stopped = outcome.last("stopped")
+        stopped = outcome.last(StoppedEvent)
         lost_steps = 0 if stopped is not None and stopped.step == step else max(0, last - (step or 0))
         return Restart(node=names, reason="; ".join(why for _, why in lost), from_step=step,
                        seconds=time.monotonic() - started, lost_steps=lost_steps, replacement=", ".join(swapped),

@@ -6,16 +6,16 @@ from typing import Any
 
 import click
 
-from xeoncluster.cli.group import CONTEXT, PassThroughCommand, cli, pass_through
-from xeoncluster.cli.train_command import request_of, script_of, task_of
+from xeoncluster.cli.group import CONTEXT, PassThroughCommand, cli
+from xeoncluster.cli.job_options import ExportOptions
+from xeoncluster.cli.train_command import job_request
 from xeoncluster.core.stacks import get_stack
-from xeoncluster.job.train_plan import DEFAULT_MODEL, parse_env
-from xeoncluster.job.train_request import AnyRequest
+from xeoncluster.job.train_plan import DEFAULT_MODEL
 from xeoncluster.kube import export as kube_export
 from xeoncluster.kube.job_spec import DEFAULT_PVC, ExportRequest
 from xeoncluster.kube.machine import configured
 from xeoncluster.kube.pod_paths import MOUNT
-from xeoncluster.providers.config import default_config_path, load_config
+from xeoncluster.providers.config import ClusterConfig, default_config_path, load_config
 
 
 @cli.command(cls=PassThroughCommand, context_settings=CONTEXT)
@@ -67,10 +67,7 @@ from xeoncluster.providers.config import default_config_path, load_config
               help="restart the job's pods and resume from the newest checkpoint this many times after a lost "
                    "node or a failure; 0 fails at once")
 @click.pass_context
-def export(ctx: click.Context, kind: str, task: str | None, module: str | None, workdir: Path | None,
-           excludes: tuple[str, ...], include_secrets: tuple[str, ...], nodes: int | None, instance_type: str | None,
-           image: str | None, dockerfile: Path | None, pvc: str, market: str | None, stack_name: str | None,
-           config_path: Path | None, env_pairs: tuple[str, ...], **train: Any) -> None:
+def export(ctx: click.Context, **given: Any) -> None:
     """Print a Kubernetes manifest (YAML) that runs TASK (squad or glue), or your SCRIPT.py (or -m
     MODULE), as `xeoncluster train` would.
 
@@ -88,34 +85,23 @@ def export(ctx: click.Context, kind: str, task: str | None, module: str | None, 
     `python -m xeoncluster.node` and the HF TrainingArguments (e.g. -- --epochs 2 --learning_rate 5e-5), or
     to your script ({output} becomes the pod's output folder, {data} the PVC's mount).
     """
+    options, _ = ExportOptions.of(ctx, given)
     globals_ = (ctx.find_root().obj or {}).get("globals", {})
-    config = load_config(config_path or globals_.get("config_path") or default_config_path())
-    stack = get_stack(stack_name or config.stack)
+    _export(options, load_config(options.config_path or globals_.get("config_path") or default_config_path()))
+
+
+def _export(options: ExportOptions, config: ClusterConfig) -> None:
+    stack = get_stack(options.stack_name or config.stack)
     default_type, default_market = configured(config)
     request = ExportRequest(
-        kind=kind, train=_train_request(task, env_pairs, pass_through(ctx),
-                                        {**train, "module": module, "workdir": workdir, "excludes": excludes,
-                                         "include_secrets": include_secrets}),
-        nodes=config.nodes if nodes is None else nodes, instance_type=instance_type or default_type,
-        image=image, pvc=pvc,
-        market=market or default_market)
+        kind=options.kind, train=job_request(options, {}, {}),
+        nodes=config.nodes if options.nodes is None else options.nodes,
+        instance_type=options.instance_type or default_type, image=options.image, pvc=options.pvc,
+        market=options.market or default_market)
     result = kube_export.export(request, stack)
-    if dockerfile is not None:
-        kube_export.write_dockerfile(dockerfile, result, stack)
+    if options.dockerfile is not None:
+        kube_export.write_dockerfile(options.dockerfile, result, stack)
         context = result.spec.workdir.root if result.spec.workdir else "<a xeoncluster checkout>"
-        click.echo(f"wrote {dockerfile}: docker build -f {dockerfile} -t {result.spec.image} {context}", err=True)
+        click.echo(f"wrote {options.dockerfile}: docker build -f {options.dockerfile} -t {result.spec.image} "
+                   f"{context}", err=True)
     click.echo(kube_export.to_yaml(result), nl=False)
-
-
-def _train_request(task: str | None, env_pairs: tuple[str, ...], trainer_args: tuple[str, ...],
-                   options: dict[str, Any]) -> AnyRequest:
-    train_file, eval_file = (Path(options[key]) if options[key] else None for key in ("train_file", "eval_file"))
-    return request_of(
-        task_of(task, options["module"]), script_of(task), options["module"],
-        {"run": options["run"], "ppn": options["ppn"], "threads": options["threads"], "env": parse_env(env_pairs),
-         "trainer_args": trainer_args, "offline": options["offline"], "tuned": options["tune"],
-         "max_restarts": options["max_restarts"]},
-        {"glue_task": options["glue_task"], "dataset": options["dataset"], "train_file": train_file,
-         "eval_file": eval_file, "model": options["model"], "demo": options["demo"]},
-        {"workdir": options["workdir"], "excludes": options["excludes"],
-         "include_secrets": options["include_secrets"]})

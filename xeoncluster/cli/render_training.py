@@ -13,14 +13,14 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 from xeoncluster.cli.render_live import clock
-from xeoncluster.node.events.events import RunEvent
+from xeoncluster.node.events.events import RunEvent, StartedEvent, StepEvent
 from xeoncluster.runs.display import inert, shown
 from xeoncluster.runs.step_pace import StepPace
 
 # Rank 0's progress line (xeoncluster/node/events/progress_lines.py): while the bar shows the steps, the line would
 # only repeat it. It is matched to be left out, never read.
 STEP_LINE = re.compile(r"^(?:\[0\] )?step \d+/\d+\s")
-BAR_EVENTS = ("started", "step")
+BAR_EVENTS = (StartedEvent, StepEvent)
 
 
 def _training_progress(stream: TextIO) -> Progress:
@@ -67,11 +67,11 @@ class TrainingLines:
                 self._progress.console.print(shown(text), highlight=False, emoji=False, soft_wrap=True)
 
     def step(self, event: RunEvent) -> None:
-        if event.kind not in BAR_EVENTS or event.step is None or not event.total or not self.live:
+        if not isinstance(event, BAR_EVENTS) or event.step is None or not event.total or not self.live:
             return
         with self._lock:
             self._pace.add(event)
-            if event.loss is not None:
+            if isinstance(event, StepEvent) and event.loss is not None:
                 self._loss = f"{event.loss:.4f}"
             self._show(event.step, event.total)
 

@@ -8,7 +8,8 @@ from typing import Any
 import click
 
 from xeoncluster.cli import render, render_runs
-from xeoncluster.cli.group import CONTEXT, PassThroughCommand, cli, cluster_options, command_context, pass_through
+from xeoncluster.cli.group import CONTEXT, PassThroughCommand, cli, cluster_options, command_context
+from xeoncluster.cli.job_options import JobOptions, TrainOptions
 from xeoncluster.cli.render_training import echo_line
 from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.commands.train import train as train_cmd
@@ -85,13 +86,7 @@ SCRIPT_ONLY = (("--workdir", "workdir"), ("--data", "data"), ("--exclude", "excl
 @click.option("--nodes", type=int, help="with --dry-run and no cluster: plan for this many nodes")
 @click.option("--instance-type", help="with --dry-run and no cluster: plan for this instance type")
 @click.pass_context
-def train(ctx: click.Context, task: str | None, module: str | None, workdir: Path | None,
-          data_files: tuple[Path, ...], excludes: tuple[str, ...], include_secrets: tuple[str, ...], glue_task: str,
-          demo: bool, dataset: str | None, train_file: Path | None, eval_file: Path | None, model: str | None,
-          run: str | None, resume: bool, ppn: int | None, threads: int | None, env_pairs: tuple[str, ...],
-          fetch_model: Path | None, offline: bool, tune: bool, max_restarts: int, dry_run: bool, nodes: int | None,
-          instance_type: str | None, storage: str | None, detach: bool, resume_from: str | None,
-          sweeps: tuple[str, ...], stall_minutes: float, **opts: Any) -> None:
+def train(ctx: click.Context, **given: Any) -> None:
     """Fine-tune across every node with mpirun + PyTorch DDP: a built-in TASK (squad or glue), your
     own SCRIPT.py (or -m MODULE), run unchanged as one job: plain torch.distributed, accelerate or
     the HF Trainer (see docs/scripts.md).
@@ -106,25 +101,26 @@ def train(ctx: click.Context, task: str | None, module: str | None, workdir: Pat
     (e.g. -- --learning_rate 5e-5), or to your script ({output} and {data} in them become the run's
     output folder and the --data folder on the nodes). --sweep queues one run per value.
     """
-    source = None
-    if resume_from is not None:
-        source, run = train_storage.resume_source(resume_from, run)
+    options, cluster = TrainOptions.of(ctx, given)
+    _train(ctx, options, cluster)
+
+
+def _train(ctx: click.Context, options: TrainOptions, cluster: dict[str, Any]) -> None:
+    source, run, resume = None, options.run, options.resume
+    if options.resume_from is not None:
+        source, run = train_storage.resume_source(options.resume_from, run)
         resume = True
-    request = request_of(
-        task_of(task, module), script_of(task), module,
-        {"run": run, "resume": resume, "ppn": ppn, "threads": threads, "env": parse_env(env_pairs),
-         "trainer_args": pass_through(ctx), "fetch_model": fetch_model, "offline": offline, "tuned": tune,
-         "max_restarts": max_restarts, "storage": storage, "resume_from": source, "stall_minutes": stall_minutes},
-        {"glue_task": glue_task, "dataset": dataset, "train_file": train_file, "eval_file": eval_file,
-         "model": model, "demo": demo},
-        {"workdir": workdir, "data": data_files, "excludes": excludes, "include_secrets": include_secrets})
-    axes = sweep.parse_axes(sweeps)
-    context = command_context(ctx, opts)
-    config = context.config
-    if dry_run and (instance_type is not None or nodes is not None):
-        _plan_without_cluster(context, request, instance_type, nodes)
+    request = job_request(options, {"run": run, "resume": resume, "fetch_model": options.fetch_model,
+                                    "storage": options.storage, "resume_from": source,
+                                    "stall_minutes": options.stall_minutes},
+                          {"data": options.data_files})
+    axes = sweep.parse_axes(options.sweeps)
+    context = command_context(ctx, cluster)
+    if options.dry_run and (options.instance_type is not None or options.nodes is not None):
+        _plan_without_cluster(context, request, options.instance_type, options.nodes)
         return
-    result = train_cmd.run(context, request, echo_line, dry_run, detach, axes, echo_line.steps())
+    result = train_cmd.run(context, request, train_cmd.SubmitMode(options.dry_run, options.detach, axes), echo_line,
+                           echo_line.steps())
     if isinstance(result, train_cmd.Planned):
         render_runs.planned(result)
         return
@@ -132,7 +128,7 @@ def train(ctx: click.Context, task: str | None, module: str | None, workdir: Pat
         if isinstance(item, train_cmd.Submitted):
             render_runs.submitted(item)
         else:
-            render_runs.training_result(item, config.name)
+            render_runs.training_result(item, context.config.name)
 
 
 def _plan_without_cluster(context: CommandContext, request: AnyRequest, instance_type: str | None,
@@ -162,6 +158,20 @@ def request_of(task: str, script: Path | None, module: str | None, common: dict[
         raise ConfigError(f"{', '.join(given)} belong(s) to the built-in tasks; a script brings its own model and data",
                           hint="pass data files with --data FILE and the script's own options after `--`")
     return ScriptRequest(script=script, module=module, **script_options, **common)
+
+
+def job_request(options: JobOptions, common: dict[str, Any], script_options: dict[str, Any]) -> AnyRequest:
+    """The request of a job's options, with what only one command takes (`common` to every run, and to
+    scripts)."""
+    return request_of(
+        task_of(options.task, options.module), script_of(options.task), options.module,
+        {"run": options.run, "ppn": options.ppn, "threads": options.threads, "env": parse_env(options.env_pairs),
+         "trainer_args": options.trainer_args, "offline": options.offline, "tuned": options.tune,
+         "max_restarts": options.max_restarts, **common},
+        {"glue_task": options.glue_task, "dataset": options.dataset, "train_file": options.train_file,
+         "eval_file": options.eval_file, "model": options.model, "demo": options.demo},
+        {"workdir": options.workdir, "excludes": options.excludes, "include_secrets": options.include_secrets,
+         **script_options})
 
 
 def task_of(task: str | None, module: str | None) -> str:

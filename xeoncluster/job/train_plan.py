@@ -219,11 +219,19 @@ def env_file_text(request: TrainRequest) -> str:
     return json.dumps(dict(request.env), indent=1) + "\n"
 
 
+@dataclass(frozen=True)
+class Site:
+    """Where a plan runs, beyond its nodes: what only a real cluster knows (a dry run has none of it)."""
+
+    iface: str | None = None    # the interface the nodes reach the master over
+    notices: str | None = None  # the provider's source of interruption notices
+    cluster: str = ""
+
+
 def build_plan(request: AnyRequest, stack: Stack, nodes: list[Node], topology: CpuTopology, home: str,
-               run: str, data: dict[str, str], iface: str | None = None, notices: str | None = None,
-               cluster: str = "") -> LaunchPlan:
+               run: str, data: dict[str, str], site: Site = Site()) -> LaunchPlan:
     master = nodes[0]
-    env = launch_env(request, stack, home, run, iface, notices, cluster)
+    env = launch_env(request, stack, home, run, site.iface, site.notices, site.cluster)
     if isinstance(request, ScriptRequest):
         workdir = script_plan.check_script_request(request)
         env |= script_plan.script_env(home, run, workdir)

@@ -27,10 +27,10 @@ FAILURE_LINES = 12
 def report_failure(reason: str, lines: tuple[str, ...]) -> None:
     """Any rank that fails says so as an event: its rank, its node and its last lines reach the agent
     even when MPI only reports that a process exited."""
-    from xeoncluster.node.events.events import RunEvent, emit
+    from xeoncluster.node.events.events import FailedEvent, emit
     from xeoncluster.node.startup.distributed import from_env, own_address
 
-    emit(RunEvent("failed", rank=from_env(os.environ).rank, node=own_address(), reason=reason, lines=lines))
+    emit(FailedEvent(rank=from_env(os.environ).rank, node=own_address(), reason=reason, lines=lines))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,7 @@ from xeoncluster.node.__main__ import FAILURE_LINES, load_env_file, report_failu
 from xeoncluster.node.checkpoints.interruption import WatchSettings
 from xeoncluster.node.checkpoints.resume_point import checkpoint_step, last_complete_checkpoint
 from xeoncluster.node.diagnostics.thread_dumps import dump_stacks_on_signal
-from xeoncluster.node.events.events import EXIT_STOPPED, RunEvent, emit
+from xeoncluster.node.events.events import EXIT_STOPPED, FinishedEvent, StartedEvent, emit
 from xeoncluster.node.events.trackers import restore_mlflow_run
 from xeoncluster.node.rank_env import STOP_FILE, XC_OUTPUT_DIR, XC_RESUME, XC_RESUME_FROM, XC_STOP_FILE
 from xeoncluster.node.scripts.stop_signal import StopSignal, grace_from_env
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     stop = StopSignal(stop_file, grace_from_env(os.environ), lambda: bool(hook.stops),
                       lambda: report_stopped(info, None, "did not stop within its grace period")).install()
     if info.is_main:
-        emit(RunEvent("started", node=distributed.own_address(), step=_resumed_step(args.output_dir, args.resume)))
+        emit(StartedEvent(node=distributed.own_address(), step=_resumed_step(args.output_dir, args.resume)))
     return Ending(info, args, hook, stop).run(rest)
 
 
@@ -162,7 +162,7 @@ class Ending:
         if not self.info.is_main:
             return
         metrics = script_metrics(self.info, self.args, self.hook, time.time() - self.started)
-        emit(RunEvent("finished", node=distributed.own_address(), step=metrics.get("global_steps"),
+        emit(FinishedEvent(node=distributed.own_address(), step=metrics.get("global_steps"),
                       total=metrics.get("global_steps")))
 
 

@@ -15,6 +15,7 @@ from xeoncluster.core.stacks import Stack
 from xeoncluster.job.train_plan import (
     ENV_FILE,
     LaunchPlan,
+    Site,
     build_plan,
     check_request,
     env_file_text,
@@ -58,8 +59,8 @@ class Preparer:
         if sync:
             with reporter.step("sync the training package and data"):
                 data = self.sync(shell, self.nodes)
-        return build_plan(self.request, self.stack, self.nodes, probed.topology, probed.home, run, data, probed.iface,
-                          self.ctx.provider.notice_source, self.ctx.config.name)
+        site = Site(probed.iface, self.ctx.provider.notice_source, self.ctx.config.name)
+        return build_plan(self.request, self.stack, self.nodes, probed.topology, probed.home, run, data, site)
 
     def probe(self, shell: NodeShell) -> Probed:
         # The venv argument stays outside the quoting so that the node's shell expands $HOME.

@@ -90,6 +90,14 @@ class Live(BaseModel):
 
 
 class RunRecord(Versioned):
+    """The record as run.json holds it, flat, the one form every CLI and agent version reads (fields are
+    only ever added, with defaults: wire/contract.py). Its fields answer three questions: what was asked
+    (run, cluster, task, submitted_at, sweep, params, command, log), what happened (state, step,
+    total_steps, restarts, stalls, started_at, ended_at, exit_code, error, agent_pid, nodes, notices, and
+    what it cost and keeps: cost_usd, usd_per_hour, storage, durable_step, storage_error) and what is live
+    (live, usage). `train` writes the first; from then on only the run's agent changes it, through
+    agent/record_keeper.py's typed changes, grouped by the same questions."""
+
     run: str
     cluster: str
     task: str
@@ -143,55 +151,9 @@ class RunRecord(Versioned):
                 "usage": {name: use.model_dump() for name, use in self.usage.items()}}
 
 
-class RunFiles:
-    """The paths of one run's folder on the agent's host."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-
-    @property
-    def record(self) -> Path:
-        return self.folder / RunFolder.RECORD
-
-    @property
-    def request(self) -> Path:
-        return self.folder / RunFolder.REQUEST
-
-    @property
-    def log(self) -> Path:
-        return self.folder / RunFolder.LOG
-
-    @property
-    def events(self) -> Path:
-        return self.folder / RunFolder.EVENTS
-
-    @property
-    def agent_log(self) -> Path:
-        return self.folder / RunFolder.AGENT_LOG
-
-    @property
-    def cancel(self) -> Path:
-        return self.folder / RunFolder.CANCEL
-
-    @property
-    def env(self) -> Path:
-        return self.folder / RunFolder.ENV
-
-    @property
-    def launch(self) -> Path:
-        return self.folder / RunFolder.LAUNCH
-
-    @property
-    def usage(self) -> Path:
-        return self.folder / RunFolder.USAGE
-
-    @property
-    def stacks(self) -> Path:
-        return self.folder / RunFolder.STACKS
-
-    @property
-    def tensorboard(self) -> Path:
-        return self.folder / RunFolder.TENSORBOARD
+class RunFiles(RunFolder[Path]):
+    """One run's folder on the agent's host, as the agent opens it: the folder's names (wire/layout.py)
+    and the record's reading and writing."""
 
     def load(self) -> RunRecord | None:
         try:

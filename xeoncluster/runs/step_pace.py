@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from xeoncluster.node.events.events import RunEvent
+from xeoncluster.node.events.events import Progress, StartedEvent
 
 # Enough step events to smooth a slow logging step out, few enough to follow a change of pace.
 WINDOW = 20
@@ -16,11 +16,11 @@ class StepPace:
 
     recent: deque[tuple[float, int]] = field(default_factory=lambda: deque(maxlen=WINDOW))
 
-    def add(self, event: RunEvent) -> None:
+    def add(self, event: Progress) -> None:
         if event.step is None:
             return
         # A new invocation (a resume, a restart from a checkpoint) has its own pace.
-        if event.kind == "started" or (self.recent and event.step < self.recent[-1][1]):
+        if isinstance(event, StartedEvent) or (self.recent and event.step < self.recent[-1][1]):
             self.recent.clear()
         self.recent.append((event.time, event.step))
 

@@ -6,6 +6,8 @@ on every node; paths here are relative to the home and made absolute with `Remot
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Generic, TypeVar
 
 VENV = "venv"
 PACKAGE_ROOT = "xeoncluster"
@@ -67,25 +69,76 @@ APP = f"{PACKAGE_ROOT}/app"
 VERSION_FILE = f"{AGENT_HOME}/version.json"
 
 
+# A run's folder as the laptop names it (text, for commands run on the agent's host) or as the agent
+# opens it (a Path on its own host): one description of the folder serves both.
+Where = TypeVar("Where", str, Path)
+
+
 @dataclass(frozen=True)
-class RunFolder:
+class RunFolder(Generic[Where]):
     """One run's folder on the agent's host; runs/record.py says what each file holds."""
 
-    path: str
-    RECORD = "run.json"
-    REQUEST = "request.json"
-    ENV = "env"
-    LAUNCH = "launch.json"
-    LOG = "train.log"
-    EVENTS = "events.jsonl"
-    AGENT_LOG = "agent.log"
-    CANCEL = "cancel"
-    USAGE = "usage.jsonl"
-    STACKS = "stacks"
-    TENSORBOARD = "tensorboard"
+    path: Where
+    RECORD: ClassVar[str] = "run.json"
+    REQUEST: ClassVar[str] = "request.json"
+    ENV: ClassVar[str] = "env"
+    LAUNCH: ClassVar[str] = "launch.json"
+    LOG: ClassVar[str] = "train.log"
+    EVENTS: ClassVar[str] = "events.jsonl"
+    AGENT_LOG: ClassVar[str] = "agent.log"
+    CANCEL: ClassVar[str] = "cancel"
+    USAGE: ClassVar[str] = "usage.jsonl"
+    STACKS: ClassVar[str] = "stacks"
+    TENSORBOARD: ClassVar[str] = "tensorboard"
 
-    def file(self, name: str) -> str:
+    def file(self, name: str) -> Where:
+        if isinstance(self.path, Path):
+            return self.path / name
         return f"{self.path}/{name}"
+
+    @property
+    def record(self) -> Where:
+        return self.file(self.RECORD)
+
+    @property
+    def request(self) -> Where:
+        return self.file(self.REQUEST)
+
+    @property
+    def env(self) -> Where:
+        return self.file(self.ENV)
+
+    @property
+    def launch(self) -> Where:
+        return self.file(self.LAUNCH)
+
+    @property
+    def log(self) -> Where:
+        return self.file(self.LOG)
+
+    @property
+    def events(self) -> Where:
+        return self.file(self.EVENTS)
+
+    @property
+    def agent_log(self) -> Where:
+        return self.file(self.AGENT_LOG)
+
+    @property
+    def cancel(self) -> Where:
+        return self.file(self.CANCEL)
+
+    @property
+    def usage(self) -> Where:
+        return self.file(self.USAGE)
+
+    @property
+    def stacks(self) -> Where:
+        return self.file(self.STACKS)
+
+    @property
+    def tensorboard(self) -> Where:
+        return self.file(self.TENSORBOARD)
 
 
 @dataclass(frozen=True)
@@ -100,5 +153,5 @@ class AgentLayout:
     def runs(self, cluster: str) -> str:
         return f"{self.cluster(cluster)}/runs"
 
-    def run(self, cluster: str, run: str) -> RunFolder:
+    def run(self, cluster: str, run: str) -> RunFolder[str]:
         return RunFolder(f"{self.runs(cluster)}/{run}")

@@ -62,11 +62,21 @@ class Planned:
     runs: list[tuple[Point, LaunchPlan, tuple[str, ...]]]  # each with the arguments it passes after `--`
 
 
-def run(ctx: CommandContext, request: AnyRequest, echo: Callable[[str], None], dry_run: bool = False,
-        detach: bool = False, axes: tuple[Axis, ...] = (), steps: Callable[[RunEvent], None] | None = None,
-        ) -> Planned | list[Submitted] | list[TrainOutcome]:
-    """One run, or with `axes` one per combination of the swept values, queued in that order. `echo` is
-    told each log line, `steps` (if given) each of the ranks' events."""
+@dataclass(frozen=True)
+class SubmitMode:
+    """How `train` hands its request over: planned only, or submitted and then left or followed; one run,
+    or with `axes` one per combination of the swept values."""
+
+    dry_run: bool = False
+    detach: bool = False
+    axes: tuple[Axis, ...] = ()
+
+
+def run(ctx: CommandContext, request: AnyRequest, how: SubmitMode, echo: Callable[[str], None],
+        steps: Callable[[RunEvent], None] | None = None) -> Planned | list[Submitted] | list[TrainOutcome]:
+    """One run, or one per combination of the swept values, queued in that order. `echo` is told each log
+    line, `steps` (if given) each of the ranks' events."""
+    dry_run, detach, axes = how.dry_run, how.detach, how.axes
     check_run_name(request.run)
     if axes and request.resume:
         raise ConfigError("--sweep starts new runs; it cannot --resume one", hint="resume each run with --run RUN "

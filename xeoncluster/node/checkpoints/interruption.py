@@ -26,7 +26,7 @@ from typing import Any, Literal
 from transformers import TrainerCallback
 
 from xeoncluster.node.checkpoints.notices import Notice, NoticeSource, sources_from_env
-from xeoncluster.node.events.events import RunEvent, emit
+from xeoncluster.node.events.events import NoticeEvent, emit
 from xeoncluster.node.rank_env import XC_NOTICE_INTERVAL, XC_NOTICE_MARGIN, XC_NOTICE_POLICY
 
 Policy = Literal["report", "stop"]
@@ -92,7 +92,7 @@ class NoticeWatcher:
             self._reported.add(notice.kind)
             if notice.deadline is not None:
                 self.deadline = (notice.deadline, notice.reason)
-            emit(RunEvent("notice", rank=self.rank, node=self.node, reason=notice.reason, deadline=notice.deadline))
+            emit(NoticeEvent(rank=self.rank, node=self.node, reason=notice.reason, deadline=notice.deadline))
 
 
 class StopOnNotice(TrainerCallback):

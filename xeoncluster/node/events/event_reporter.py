@@ -12,7 +12,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from xeoncluster.node.diagnostics.startup_clock import StartupClock
-from xeoncluster.node.events.events import RunEvent, emit
+from xeoncluster.node.events.events import CheckpointEvent, EvalEvent, StartedEvent, StepEvent, emit
 
 MIN_STEP_INTERVAL = 1.0
 EVAL_HEARTBEAT_SECONDS = 10.0
@@ -30,7 +30,7 @@ class EventReporter(TrainerCallback):
             if self.clock is not None:  # the checkpoint is loaded and DDP wrapped the model: the first step is next
                 self.clock.mark("resume")
                 metrics = self.clock.parts()
-            emit(RunEvent("started", node=self.node, step=state.global_step, total=state.max_steps, metrics=metrics))
+            emit(StartedEvent(node=self.node, step=state.global_step, total=state.max_steps, metrics=metrics))
             self._first = True
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
@@ -50,7 +50,7 @@ class EventReporter(TrainerCallback):
         if "eval_loss" in logs:
             metrics: dict[str, float | None] = {
                 k: float(v) for k, v in logs.items() if k.startswith("eval_") and isinstance(v, int | float)}
-            emit(RunEvent("eval", node=self.node, step=state.global_step, total=state.max_steps, metrics=metrics))
+            emit(EvalEvent(node=self.node, step=state.global_step, total=state.max_steps, metrics=metrics))
 
     def on_prediction_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         """During an evaluation no step ends: the step, again, now and then, says the run is alive (the
@@ -69,9 +69,9 @@ class EventReporter(TrainerCallback):
             self._checkpoint(state, step)
 
     def _checkpoint(self, state: Any, step: int) -> None:
-        emit(RunEvent("checkpoint", node=self.node, step=step, total=state.max_steps))
+        emit(CheckpointEvent(node=self.node, step=step, total=state.max_steps))
 
     def _step(self, state: Any, loss: float | None) -> None:
         self._first = False
         self._last_step_event = time.time()
-        emit(RunEvent("step", node=self.node, step=state.global_step, total=state.max_steps, loss=loss))
+        emit(StepEvent(node=self.node, step=state.global_step, total=state.max_steps, loss=loss))

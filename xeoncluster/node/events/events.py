@@ -11,16 +11,14 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal, get_args
 
 # A run that stopped on a notice or a stop request exits with this code once its checkpoint is saved.
 EXIT_STOPPED = 75
 MARKER = "@xc-event "
 EVENTS_FILE = "events.jsonl"
 
-Kind = Literal["started", "step", "eval", "checkpoint", "notice", "stopped", "finished", "failed"]
-KINDS: tuple[str, ...] = ("started", "step", "eval", "checkpoint", "notice", "stopped", "finished", "failed")
 # The version of the CLI-agent contract (xeoncluster/wire/contract.py takes it from here: this package
 # imports nothing above it). Events without one were printed by ranks before 0.2: version 1.
 EVENTS_VERSION = 2
@@ -28,41 +26,106 @@ EVENTS_VERSION = 2
 _LINE = re.compile(r"^(?:\[(\d+)\] )?" + re.escape(MARKER) + r"(\{.*\})\s*$")
 
 
-@dataclass(frozen=True)
-class RunEvent:
-    """One thing that happened in a run. Fields that do not apply to a kind stay at their default."""
+@dataclass(frozen=True, kw_only=True)
+class _Event:
+    """What every event carries. Each kind is a class of its own below, its `kind` written there once;
+    a line's kind picks its class (EVENT_TYPES), as a discriminated union would. Plain dataclasses, not
+    pydantic: the ranks import this module where only the node's stack is installed."""
 
-    kind: Kind
     time: float = field(default_factory=time.time)
     rank: int = 0
     node: str = ""          # the rank's address towards the master (what the provider calls private_ip)
-    step: int | None = None
-    total: int | None = None
-    loss: float | None = None
-    metrics: dict[str, float | None] = field(default_factory=dict)
-    reason: str = ""        # notice, stopped, failed: why
-    deadline: float | None = None  # notice: when the node goes away (epoch seconds), if announced
-    lines: tuple[str, ...] = ()    # failed: the last lines of the error
     version: int = EVENTS_VERSION
 
     def to_json(self) -> str:
         data = {k: v for k, v in asdict(self).items() if v not in (None, "", (), {}) or k in ("kind", "time")}
         if "lines" in data:
-            data["lines"] = list(self.lines)
+            data["lines"] = list(data["lines"])
         return json.dumps(data, sort_keys=True)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunEvent:
-        if data.get("kind") not in KINDS:
-            raise ValueError(f"unknown event kind {data.get('kind')!r}")
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        known["lines"] = tuple(known.get("lines", ()))
-        known.setdefault("version", 1)
-        return cls(**known)
 
-    @classmethod
-    def from_json(cls, text: str) -> RunEvent:
-        return cls.from_dict(json.loads(text))
+@dataclass(frozen=True, kw_only=True)
+class Progress(_Event):
+    """An event at a step of the run."""
+
+    step: int | None = None
+    total: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Measured(Progress):
+    """An event with numbers: the startup clock's parts (started), scores (eval, finished)."""
+
+    metrics: dict[str, float | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StartedEvent(_Measured):
+    kind: Literal["started"] = field(default="started", init=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepEvent(Progress):
+    kind: Literal["step"] = field(default="step", init=False)
+    loss: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvalEvent(_Measured):
+    kind: Literal["eval"] = field(default="eval", init=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointEvent(Progress):
+    kind: Literal["checkpoint"] = field(default="checkpoint", init=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoppedEvent(Progress):
+    kind: Literal["stopped"] = field(default="stopped", init=False)
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinishedEvent(_Measured):
+    kind: Literal["finished"] = field(default="finished", init=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoticeEvent(_Event):
+    kind: Literal["notice"] = field(default="notice", init=False)
+    reason: str = ""
+    deadline: float | None = None  # when the node goes away (epoch seconds), if announced
+
+
+@dataclass(frozen=True, kw_only=True)
+class FailedEvent(_Event):
+    kind: Literal["failed"] = field(default="failed", init=False)
+    reason: str = ""
+    lines: tuple[str, ...] = ()    # the last lines of the error
+
+
+RunEvent = (StartedEvent | StepEvent | EvalEvent | CheckpointEvent | StoppedEvent | FinishedEvent | NoticeEvent
+            | FailedEvent)
+# kind -> its class, read from the classes: each kind's literal is written once, in its class
+EVENT_TYPES: dict[str, type[RunEvent]] = {cls.__dataclass_fields__["kind"].default: cls for cls in get_args(RunEvent)}
+
+
+def event_from_dict(data: dict[str, Any]) -> RunEvent:
+    """The event of its kind's class; fields its kind does not carry are dropped, as unknown ones are."""
+    kind = data.get("kind")
+    cls = EVENT_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ValueError(f"unknown event kind {data.get('kind')!r}")
+    known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__ and cls.__dataclass_fields__[k].init}
+    if "lines" in known:
+        known["lines"] = tuple(known["lines"])
+    known.setdefault("version", 1)  # events without one were printed by ranks before 0.2
+    return cls(**known)
+
+
+def event_from_json(text: str) -> RunEvent:
+    return event_from_dict(json.loads(text))
 
 
 def emit(event: RunEvent) -> None:
@@ -76,16 +139,14 @@ def parse_line(line: str) -> RunEvent | None:
     if match is None:
         return None
     try:
-        event = RunEvent.from_json(match.group(2))
+        event = event_from_json(match.group(2))
     except (ValueError, TypeError):
         return None
     return event if match.group(1) is None else _with_rank(event, int(match.group(1)))
 
 
 def _with_rank(event: RunEvent, rank: int) -> RunEvent:
-    data = asdict(event)
-    data["rank"] = rank
-    return RunEvent.from_dict(data)
+    return replace(event, rank=rank)
 
 
 def read_events(text: str) -> list[RunEvent]:
@@ -93,7 +154,7 @@ def read_events(text: str) -> list[RunEvent]:
     events = []
     for line in text.splitlines():
         try:
-            events.append(RunEvent.from_json(line))
+            events.append(event_from_json(line))
         except (ValueError, TypeError):
             continue
     return events

@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from xeoncluster.node.checkpoints.interruption import NoticeWatcher, StepMarker, StopOnNotice, WatchSettings
-from xeoncluster.node.events.events import RunEvent, emit
+from xeoncluster.node.events.events import StoppedEvent, emit
 from xeoncluster.node.events.trackers import add_tensorboard, adds_tensorboard, mlflow_keeper
 from xeoncluster.node.startup import distributed
 
@@ -111,7 +111,7 @@ class Stopped(BaseException):
 
 def report_stopped(info: distributed.DistInfo, step: int | None, reason: str) -> None:
     if info.is_main:
-        emit(RunEvent("stopped", node=distributed.own_address(), step=step, reason=reason))
+        emit(StoppedEvent(node=distributed.own_address(), step=step, reason=reason))
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):

@@ -14,7 +14,7 @@ from xeoncluster.node.checkpoints.resume_point import agreed_checkpoint, checkpo
 from xeoncluster.node.diagnostics.startup_clock import StartupClock
 from xeoncluster.node.diagnostics.thread_dumps import dump_stacks_on_signal
 from xeoncluster.node.events.event_reporter import EventReporter
-from xeoncluster.node.events.events import EXIT_STOPPED, RunEvent, emit
+from xeoncluster.node.events.events import EXIT_STOPPED, FinishedEvent, StoppedEvent, emit
 from xeoncluster.node.events.loss_curve import curve_from_history, write_loss_png
 from xeoncluster.node.events.reporting import (
     RunFacts,
@@ -167,7 +167,7 @@ def _train(
         payload = _metrics_payload(_run_facts(config, info, plan, precision, task), task, trainer, result, before,
                                    after, resumed_step, features)
         _write_results(config, info, payload, after)
-        emit(RunEvent("finished", node=distributed.own_address(), step=trainer.state.global_step,
+        emit(FinishedEvent(node=distributed.own_address(), step=trainer.state.global_step,
                       total=trainer.state.max_steps, metrics=_scores_and_loss(after) or {}))
     return 0
 
@@ -259,7 +259,7 @@ def _watch_for_notices(trainer: Any, config: RunConfig, info: distributed.DistIn
 def _stopped(info: distributed.DistInfo, stop: StopOnNotice) -> int:
     _say(info, f"training: stopped at step {stop.stopped_at} ({stop.reason}); checkpoint-{stop.stopped_at} saved")
     if info.is_main:
-        emit(RunEvent("stopped", node=distributed.own_address(), step=stop.stopped_at, reason=stop.reason or ""))
+        emit(StoppedEvent(node=distributed.own_address(), step=stop.stopped_at, reason=stop.reason or ""))
     return EXIT_STOPPED
 
 

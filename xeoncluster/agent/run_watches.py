@@ -1,0 +1,127 @@
+"""What the run agent watches while a launch runs, and what it does about it: the ranks' events (pace,
+checkpoints, notices and the replacement they start), the nodes' use and a stalled step, a node gone,
+and a cancel."""
+from __future__ import annotations
+
+import contextlib
+import time
+
+from xeoncluster.agent.current_run import CurrentRun
+from xeoncluster.agent.proactive import Replacement
+from xeoncluster.agent.stall import stop_stalled
+from xeoncluster.core.errors import XeonClusterError
+from xeoncluster.job.train_request import ScriptRequest
+from xeoncluster.node.diagnostics.startup_clock import describe as describe_startup
+from xeoncluster.node.events.events import NoticeEvent, RunEvent
+from xeoncluster.operations.train_prepare import Preparer
+from xeoncluster.providers.base import Node
+from xeoncluster.runs.record import Live, NodeUse, RunState
+
+CANCEL_POLL_SECONDS = 1.0
+# How long the ranks get to checkpoint and stop after a cancel before mpiexec is interrupted.
+CANCEL_GRACE_SECONDS = 120.0
+
+
+class RunWatches:
+    def __init__(self, run: CurrentRun) -> None:
+        self.run = run
+
+    # -- the ranks' events --------------------------------------------------------------------
+    def on_event(self, event: RunEvent) -> None:
+        run = self.run
+        run.storage.on_event(event)
+        if event.kind == "checkpoint":
+            run.keeper.stored(run.storage.durable_step)
+        if event.kind == "eval":
+            run.pace.evals = {k: v for k, v in event.metrics.items() if v is not None}
+            if isinstance(run.request, ScriptRequest):  # the built-in tasks print their own eval lines
+                scores = "  ".join(f"{k} {v:.4g}" for k, v in run.pace.evals.items())
+                run.note(f"eval at step {event.step}: {scores}")
+        if event.kind == "started" and run.record.restarts and (took := describe_startup(event.metrics)):
+            run.note(f"relaunched: rank 0 was ready to train {took} after its process started")
+        if event.kind in ("started", "step") and event.step is not None:
+            if event.kind == "step":
+                run.pace.step(event.time, event.step, event.loss)
+            total = event.total or run.record.total_steps
+            run.keeper.progress(event.step, total, self._live(event.step, total))
+        elif event.kind == "notice":
+            self._on_notice(event)
+
+    def _on_notice(self, event: NoticeEvent) -> None:
+        run = self.run
+        run.noticed[event.node] = event
+        run.keeper.noticed(event.node)
+        run.note(f"rank {event.rank} on {event.node}: {event.reason}")
+        node = next((n for n in run.plan.nodes if n.private_ip == event.node), None)
+        if node is None or node.role == "master" or not run.restarts_left() or event.node in run.replacements:
+            return  # the master's notice ends the agent too: the ranks stop at its deadline, checkpointed
+        cluster = run.ctx.state.load()
+        if cluster is None or not cluster.ready:
+            return
+        replacement = Replacement(run.ctx, cluster, node, self._warm, self._replacement_ready)
+        run.replacements[event.node] = replacement.start()
+
+    def _warm(self, node: Node) -> None:
+        run = self.run
+        # Once the job has stopped (a notice shorter than a boot), the resumed rank builds its data itself.
+        data_too = run.record.state is RunState.RUNNING
+        with contextlib.closing(run.ctx.shell()) as shell:
+            Preparer(run.ctx, run.request, run.stack(), [node]).warm(shell, node, run.plan.home, run.plan.run,
+                                                                    data_too)
+
+    def _replacement_ready(self, node: Node) -> None:
+        if self.run.attempt is not None:
+            self.run.note(f"{node.name} is ready to replace the noticed node; asking the ranks to stop at the next "
+                          "step")
+            self.run.attempt.ask_to_stop(self.run.control)
+
+    def _live(self, step: int, total: int | None) -> Live:
+        record = self.run.record
+        return self.run.pace.live(step, total, record.cost_usd, record.usd_per_hour)
+
+    # -- the nodes ----------------------------------------------------------------------------
+    def on_usage(self, usage: dict[str, NodeUse]) -> None:
+        record = self.run.record
+        self.run.keeper.used(usage, self._live(record.step, record.total_steps))
+
+    def check_stall(self) -> None:
+        run = self.run
+        quiet = run.pace.stalled(time.time(), run.request.stall_minutes * 60)
+        attempt = run.attempt
+        if quiet is None or run.stalled or attempt is None or run.cancelled.is_set():
+            return
+        run.stalled = f"no step for {quiet:.0f}s after step {run.record.step} (the median step took " \
+                      f"{run.pace.step_seconds() or 0:.2f}s)"
+        run.note(f"the run stalled: {run.stalled}; saving every rank's stacks, then restarting from the newest "
+                 "checkpoint")
+        stop_stalled(run.ctx.shell(), attempt, run.files, run.note)
+
+    def on_gone(self, gone: list[str]) -> None:
+        run = self.run
+        run.note(f"{', '.join(gone)} is gone (unlisted by the provider, silent over SSH); stopping the job")
+        if run.attempt is not None:
+            run.attempt.interrupt(run.control, master_gone=run.plan.nodes[0].name in gone)
+
+    # -- a cancel -----------------------------------------------------------------------------
+    def watch_cancel(self) -> None:
+        run = self.run
+        while not run.record.state.finished:
+            if run.files.cancel.exists() and not run.cancelled.is_set():
+                run.cancelled.set()
+                self._cancel()
+            time.sleep(CANCEL_POLL_SECONDS)
+
+    def _cancel(self) -> None:
+        run = self.run
+        attempt = run.attempt
+        if attempt is None:  # still queued, or preparing: it ends before it launches
+            run.note("cancel requested before the run started")
+            return
+        run.note("cancel requested: the ranks save a checkpoint and stop")
+        with contextlib.suppress(XeonClusterError):  # the job may have ended already
+            attempt.ask_to_stop(run.control)
+        deadline = time.monotonic() + CANCEL_GRACE_SECONDS
+        while not run.record.state.finished and time.monotonic() < deadline and run.attempt is attempt:
+            time.sleep(CANCEL_POLL_SECONDS)
+        if not run.record.state.finished and run.attempt is attempt:
+            attempt.interrupt(run.control)
