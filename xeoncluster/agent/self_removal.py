@@ -81,10 +81,10 @@ class SelfRemoval:
 
     def _terminate_instances(self) -> None:
         nodes = self.ctx.provider.nodes(self.ctx.config, priced=False)
-        workers = [n for n in nodes if n.role != "master"]
+        workers = [n for n in nodes if not n.is_master]
         with ThreadPoolExecutor(max_workers=8) as pool:
             for removed in pool.map(lambda node: self.ctx.provider.remove_node(self.ctx.config, node), workers):
                 self.report(f"terminated {', '.join(removed.items.get('instances', [])) or 'nothing (already gone)'}")
-        for master in (n for n in nodes if n.role == "master"):
+        for master in (n for n in nodes if n.is_master):
             self.report(f"terminating the master {master.id}, where this agent runs")
             self.ctx.provider.remove_node(self.ctx.config, master)

@@ -227,7 +227,7 @@ class Supervisor:
         self.note(f"rank {event.rank} on {event.node}: {event.reason}")
         node = next((n for n in self.plan.nodes if n.private_ip == event.node), None)
         left = len(self.record.restarts) < self.request.max_restarts
-        if node is None or node.role == "master" or not left or event.node in self.replacements:
+        if node is None or node.is_master or not left or event.node in self.replacements:
             return  # the master's notice ends the agent too: the ranks stop at its deadline, checkpointed
         cluster = self.ctx.state.load()
         if cluster is None or not cluster.ready:

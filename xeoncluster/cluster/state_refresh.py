@@ -45,7 +45,7 @@ def refresh(ctx: ClusterView, record: ClusterRecord) -> ClusterRecord:
     known = {n.name: n.id for n in record.node_list()}
     if {(n.name, n.id) for n in listed} == set(known.items()):
         return record
-    master = next((n for n in record.node_list() if n.role == "master"), None)
+    master = record.master
     live = _trusted(ctx, _owned(ctx, listed, record.owner), known, master)
     if master is None or master.name not in live or live[master.name].id != master.id:
         return record  # no master: no agent at work; `status` and `up` say what is gone
@@ -53,7 +53,7 @@ def refresh(ctx: ClusterView, record: ClusterRecord) -> ClusterRecord:
     keys = _keys(ctx, live, known, pins)
     lost = _still_lost(record, live, len(keys), pins)
     keys |= {n.name: pins[n.name] for n in lost}
-    nodes = sorted([live[name] for name in keys if name in live] + lost, key=lambda n: int(n.name[4:]))
+    nodes = sorted([live[name] for name in keys if name in live] + lost, key=lambda n: n.index)
     record.set_nodes(nodes)
     record.replaced = sorted(set(record.replaced) | {n.name for n in nodes if known.get(n.name) != n.id})
     atomic_write(ctx.state.known_hosts, known_hosts([(n, keys[n.name]) for n in nodes]))
@@ -90,10 +90,10 @@ def _trusted(ctx: ClusterView, listed: list[Node], known: dict[str, str], master
     id_rule = spec_for(ctx.config.provider).instance_id
     source = f"the provider's list of {ctx.config.name}'s nodes"
     by_name: dict[str, list[Node]] = {}
-    for node in (n for n in listed if n.state == "running"):  # a pending one has no address yet
+    for node in (n for n in listed if n.state.is_running()):  # a pending one has no address yet
         try:
             untrusted.node(node, source, id_rule)
-            if (node.role == "master") != (master is not None and node.id == master.id):
+            if node.is_master != (master is not None and node.id == master.id):
                 raise untrusted.refused(source, f"{node.name}'s role", node.role, "not the master this machine made")
         except untrusted.Refused as exc:
             ctx.reporter.warn(f"{exc.message}; left out")

@@ -12,14 +12,15 @@ from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.cluster.image import ImageAction, ImagePlan, decide_image
 from xeoncluster.core.stacks import get_stack
 from xeoncluster.providers.base import Placement, PlannedResource, PriceQuote
+from xeoncluster.providers.node_kinds import Market, Role
 
 
 @dataclass(frozen=True)
 class PlannedInstances:
-    role: str
+    role: Role
     count: int
     instance_type: str
-    market: str
+    market: Market | str
     image: str
     usd_per_hour: float | None
 
@@ -81,9 +82,9 @@ def instance_groups(nodes: int, placement: Placement, image: ImagePlan,
     worker_image = "baked from node0" if bakes else image.image.id if image.image else base
     quote = prices.get(placement.instance_type)
     groups = (
-        PlannedInstances("master", 1, placement.instance_type, placement.master_market, master_image,
+        PlannedInstances(Role.MASTER, 1, placement.instance_type, placement.master_market, master_image,
                          quote.for_market(placement.master_market) if quote else None),
-        PlannedInstances("worker", nodes - 1, placement.instance_type, placement.worker_market, worker_image,
+        PlannedInstances(Role.WORKER, nodes - 1, placement.instance_type, placement.worker_market, worker_image,
                          quote.for_market(placement.worker_market) if quote else None),
     )
     return tuple(g for g in groups if g.count)

@@ -47,7 +47,7 @@ def run(ctx: CommandContext) -> StatusResult:
     if record is not None and record.nodes:
         record = refresh(ctx, record)  # nodes the master's agent replaced
     nodes = ctx.provider.nodes(ctx.config)
-    running = [n for n in nodes if n.state == "running"]
+    running = [n for n in nodes if n.state.is_running()]
     reach = _reachability(ctx, running) if running and ctx.state.known_hosts.exists() else {}
     replaced = _replaced(ctx)
     rows = tuple(NodeStatus(n, *reach.get(n.name, (False, n.state)), replaced=n.name in replaced) for n in nodes)
@@ -59,7 +59,7 @@ def run(ctx: CommandContext) -> StatusResult:
 
 def _autostop(ctx: CommandContext, record: ClusterRecord | None, rows: tuple[NodeStatus, ...]) -> str:
     """When the cluster removes itself, and how idle it is, as its watch agent last saw it."""
-    master = next((r for r in rows if r.node.role == "master"), None)
+    master = next((r for r in rows if r.node.is_master), None)
     if record is None or not record.nodes or master is None or not master.answers:
         return ""
     shell = ctx.shell()
@@ -87,7 +87,7 @@ def _active_run(ctx: CommandContext, record: ClusterRecord | None,
                 rows: tuple[NodeStatus, ...]) -> tuple[RunRecord | None, tuple[str, ...]]:
     if record is None or not record.nodes:
         return None, ()
-    master = next((r for r in rows if r.node.role == "master"), None)
+    master = next((r for r in rows if r.node.is_master), None)
     if ctx.provider.agent_on_master and (master is None or not master.answers):
         return None, (f"the master (node0) does not answer, so neither does its run agent: `xeoncluster up --name "
                       f"{ctx.config.name}` repairs the cluster, then `xeoncluster train ... --run RUN --resume`",)

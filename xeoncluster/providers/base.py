@@ -7,12 +7,13 @@ the provider does not support it, so no caller ever asks `getattr(provider, ...)
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from xeoncluster.core.errors import ConfigError, ProviderError
+from xeoncluster.providers.node_kinds import Market, NodeState, Role
 from xeoncluster.storage.base import Storage, StorageLocation
 from xeoncluster.topology import CpuTopology
 
@@ -33,13 +34,38 @@ class Node:
     id: str
     private_ip: str
     ssh_host: str
-    role: str
-    market: str
+    role: Role
+    market: Market | str  # str: the provider's name, where nodes are bought on no market
     zone: str | None = None
     instance_type: str | None = None
-    state: str = "running"
+    state: NodeState = NodeState.RUNNING
     price_per_hour: float | None = None
     owner: str | None = None  # the owner tag the provider shows (None where nothing is owned)
+
+    def __post_init__(self) -> None:
+        # Nodes built from plain strings (the provider's tags, older callers) hold the enums all the same;
+        # a role outside Role stays as written, for cluster/untrusted.py to refuse by name.
+        for field_name, kind in (("role", Role), ("market", Market), ("state", NodeState)):
+            value = getattr(self, field_name)
+            if not isinstance(value, kind) and value in kind._value2member_map_:
+                object.__setattr__(self, field_name, kind(value))
+
+    @property
+    def index(self) -> int:
+        """The number in the node's name (`node10`: 10): nodes are ordered by it, never by their names."""
+        return int(self.name.removeprefix("node"))
+
+    @property
+    def is_master(self) -> bool:
+        return self.role == Role.MASTER
+
+
+def master_of(nodes: Iterable[Node]) -> Node | None:
+    return next((n for n in nodes if n.is_master), None)
+
+
+def by_index(nodes: Iterable[Node]) -> list[Node]:
+    return sorted(nodes, key=lambda n: n.index)
 
 
 @dataclass(frozen=True)
@@ -132,8 +158,8 @@ class Placement:
 
     region: str | None
     instance_type: str  # "-": the provider has no machine types
-    master_market: str
-    worker_market: str
+    master_market: Market | str  # str: as in Node.market
+    worker_market: Market | str
 
 
 @dataclass(frozen=True)
@@ -144,8 +170,8 @@ class PriceQuote:
     on_demand_usd_per_hour: float | None = None
     on_demand_source: str | None = None  # "pricing-api" | "catalog" | None
 
-    def for_market(self, market: str) -> float | None:
-        return self.spot_usd_per_hour if market == "spot" else self.on_demand_usd_per_hour
+    def for_market(self, market: Market | str) -> float | None:
+        return self.spot_usd_per_hour if market == Market.SPOT else self.on_demand_usd_per_hour
 
 
 class Provider(ABC):
@@ -181,7 +207,7 @@ class Provider(ABC):
     def get_image(self, image_id: str) -> Image | None: ...
 
     @abstractmethod
-    def launch(self, cluster: ClusterConfig, count: int, image: Image | None, role: str, first_index: int,
+    def launch(self, cluster: ClusterConfig, count: int, image: Image | None, role: Role, first_index: int,
                network: Network | None = None, near: Node | None = None, root_gib: int | None = None,
                base: str | None = None) -> list[Node]:
         """`network`: what prepare() returned; looked up again when not given. `near`: launch close to

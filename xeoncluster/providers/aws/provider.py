@@ -51,6 +51,7 @@ from xeoncluster.providers.base import (
     Removed,
 )
 from xeoncluster.providers.config import ClusterConfig
+from xeoncluster.providers.node_kinds import Role
 from xeoncluster.storage.base import Storage, StorageLocation
 from xeoncluster.topology import CpuTopology
 
@@ -62,8 +63,7 @@ class AwsProvider(Provider):
     agent_on_master = True
     bake_root_gib = aws_images.BAKE_ROOT_GIB
 
-    def __init__(self, region: str, profile: str | None = None,
-                 events: Callable[[str], None] = lambda m: None,
+    def __init__(self, region: str, profile: str | None = None, events: Callable[[str], None] = lambda m: None,
                  caller_ip: Callable[[], str] | None = None) -> None:
         self.region = region
         self.profile = profile
@@ -225,7 +225,7 @@ class AwsProvider(Provider):
             return aws_images.purge_images(self.ec2, cluster.name, self.sleep, self.owner())
 
     # -- instances -------------------------------------------------------------------------
-    def launch(self, cluster: ClusterConfig, count: int, image: Image | None, role: str, first_index: int,
+    def launch(self, cluster: ClusterConfig, count: int, image: Image | None, role: Role, first_index: int,
                network: Network | None = None, near: Node | None = None, root_gib: int | None = None,
                base: str | None = None) -> list[Node]:
         if count <= 0:
@@ -237,7 +237,7 @@ class AwsProvider(Provider):
             spec = self._launch_spec(cluster, network, count, image, role, first_index, base)
             if root_gib is not None:
                 spec = replace(spec, root_gib=root_gib)
-        market = cluster.aws.effective_master_market if role == "master" else cluster.aws.market
+        market = cluster.aws.effective_master_market if role == Role.MASTER else cluster.aws.worker_market
         zones_by_type = near_zones(network.zones_by_type, near, cluster.aws.placement_group)
         attempts = plan_attempts(cluster.aws.instance_types, zones_by_type, market, cluster.aws.on_demand_fallback)
         launched = launch_with_fallback(self.ec2, spec, attempts, self.instance_wait, self.events,
@@ -256,7 +256,7 @@ class AwsProvider(Provider):
         return to_nodes(raws, cluster.ssh.address, self._warn_once)
 
     def _launch_spec(self, cluster: ClusterConfig, network: Network, count: int, image: Image | None,
-                     role: str, first_index: int, base: str | None = None) -> LaunchSpec:
+                     role: Role, first_index: int, base: str | None = None) -> LaunchSpec:
         image_id = image.id if image is not None else base or self._base_image_id(cluster)
         raw_image = aws_images.describe_image(self.ec2, image_id)
         if raw_image is None:
@@ -267,7 +267,7 @@ class AwsProvider(Provider):
             key_name=aws_network.resource_name(cluster.name), security_group_id=str(network.security_group_id),
             subnets=dict(network.subnets), owner=self.owner(),
             placement_group=aws_network.resource_name(cluster.name) if cluster.aws.placement_group else None,
-            instance_profile=self._master_profile(cluster) if role == "master" else None,
+            instance_profile=self._master_profile(cluster) if role == Role.MASTER else None,
             # Whatever address SSH uses, nodes need a way out to apt, PyPI and the Hugging Face hub;
             # in a default VPC that is a public IP (preflight checks the subnets' default route).
             public_ip=True)
@@ -332,7 +332,7 @@ class AwsProvider(Provider):
 
     def placement(self, cluster: ClusterConfig) -> Placement:
         return Placement(cluster.aws.region, cluster.aws.instance_types[0], cluster.aws.effective_master_market,
-                         cluster.aws.market)
+                         cluster.aws.worker_market)
 
     def plan_notes(self, cluster: ClusterConfig) -> tuple[str, ...]:
         return aws_plan.plan_notes(cluster)
