@@ -6,8 +6,8 @@ import json
 
 from xeoncluster.cluster.cluster_files import hostfile
 from xeoncluster.cluster.state import ClusterRecord
-from xeoncluster.providers.base import Node, by_index, master_of
-from xeoncluster.providers.node_kinds import Market, NodeState, Role
+from xeoncluster.providers.base import Node
+from xeoncluster.providers.node_kinds import Market, NodeState, Role, by_index, master_of
 
 
 def node(index: int, role: Role = Role.WORKER, state: NodeState = NodeState.RUNNING) -> Node:

@@ -16,7 +16,8 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator
 
 from xeoncluster.core.errors import BusyError, ConfigError, XeonClusterError
-from xeoncluster.providers.base import Image, Node, master_of
+from xeoncluster.providers.base import Image
+from xeoncluster.providers.node_kinds import Node, master_of
 from xeoncluster.storage.base import StorageLocation
 from xeoncluster.wire.contract import Versioned
 

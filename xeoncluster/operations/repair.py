@@ -14,8 +14,8 @@ from xeoncluster.cluster.state import ClusterRecord
 from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.operations.launch_ceiling import check_ceiling
 from xeoncluster.operations.up_nodes import add_nodes, check_mesh, playbook_runner, write_cluster_files
-from xeoncluster.providers.base import Image, Node, by_index
-from xeoncluster.providers.node_kinds import Role
+from xeoncluster.providers.base import Image, LaunchRequest
+from xeoncluster.providers.node_kinds import Node, Role, by_index
 from xeoncluster.remote.shell import NodeShell
 
 
@@ -104,8 +104,8 @@ def _replace(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, dead:
             ctx.state.save(record)
             result.replaced.append(node.name)
             check_ceiling(ctx, record, 1)
-            new = ctx.provider.launch(ctx.config, 1, recorded_image(record), node.role, node.index,
-                                      near=record.master, base=recorded_base(record))
+            new = ctx.provider.launch(LaunchRequest(ctx.config, 1, recorded_image(record), node.role, node.index,
+                                      near=record.master, base=recorded_base(record)))
             add_nodes(ctx, record, new, shell)
             record.set_nodes(by_index(record.node_list()))
 
@@ -118,8 +118,8 @@ def _grow(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, grow_to:
     with ctx.reporter.step(f"add {count} worker(s)"):
         result.added.extend(f"node{first + i}" for i in range(count))
         check_ceiling(ctx, record, count, size=grow_to)
-        new = ctx.provider.launch(ctx.config, count, recorded_image(record), Role.WORKER, first, near=record.master,
-                                  base=recorded_base(record))
+        new = ctx.provider.launch(LaunchRequest(ctx.config, count, recorded_image(record), Role.WORKER, first,
+                                                near=record.master, base=recorded_base(record)))
         add_nodes(ctx, record, new, shell)
 
 

@@ -7,13 +7,13 @@ the provider does not support it, so no caller ever asks `getattr(provider, ...)
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from xeoncluster.core.errors import ConfigError, ProviderError
-from xeoncluster.providers.node_kinds import Market, NodeState, Role
+from xeoncluster.providers.node_kinds import Market, Node, Role
 from xeoncluster.storage.base import Storage, StorageLocation
 from xeoncluster.topology import CpuTopology
 
@@ -26,46 +26,6 @@ TAG_CLUSTER = "xeoncluster:cluster"
 TAG_OWNER = "xeoncluster:owner"
 TAG_ROLE = "xeoncluster:role"
 TAG_IMAGE_KEY = "xeoncluster:image-key"
-
-
-@dataclass(frozen=True)
-class Node:
-    name: str
-    id: str
-    private_ip: str
-    ssh_host: str
-    role: Role
-    market: Market | str  # str: the provider's name, where nodes are bought on no market
-    zone: str | None = None
-    instance_type: str | None = None
-    state: NodeState = NodeState.RUNNING
-    price_per_hour: float | None = None
-    owner: str | None = None  # the owner tag the provider shows (None where nothing is owned)
-
-    def __post_init__(self) -> None:
-        # Nodes built from plain strings (the provider's tags, older callers) hold the enums all the same;
-        # a role outside Role stays as written, for cluster/untrusted.py to refuse by name.
-        for field_name, kind in (("role", Role), ("market", Market), ("state", NodeState)):
-            value = getattr(self, field_name)
-            if not isinstance(value, kind) and value in kind._value2member_map_:
-                object.__setattr__(self, field_name, kind(value))
-
-    @property
-    def index(self) -> int:
-        """The number in the node's name (`node10`: 10): nodes are ordered by it, never by their names."""
-        return int(self.name.removeprefix("node"))
-
-    @property
-    def is_master(self) -> bool:
-        return self.role == Role.MASTER
-
-
-def master_of(nodes: Iterable[Node]) -> Node | None:
-    return next((n for n in nodes if n.is_master), None)
-
-
-def by_index(nodes: Iterable[Node]) -> list[Node]:
-    return sorted(nodes, key=lambda n: n.index)
 
 
 @dataclass(frozen=True)
@@ -119,6 +79,25 @@ class Network:
     security_group_id: str | None = None
     subnets: Mapping[str, str] = field(default_factory=dict)  # zone -> subnet id
     zones_by_type: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LaunchRequest:
+    """One launch: `count` nodes of `role`, named from `first_index` on. `network`: what prepare() returned;
+    looked up again when not given. `near`: launch close to this node (its zone first, where the provider
+    has zones). `root_gib`: instead of the config's. `base`: the base image's id as `up` resolved it, for
+    callers that may not resolve it again (the run agent's role has no access to where the provider looks
+    it up)."""
+
+    cluster: ClusterConfig
+    count: int
+    image: Image | None
+    role: Role
+    first_index: int
+    network: Network | None = None
+    near: Node | None = None
+    root_gib: int | None = None
+    base: str | None = None
 
 
 @dataclass(frozen=True)
@@ -207,13 +186,7 @@ class Provider(ABC):
     def get_image(self, image_id: str) -> Image | None: ...
 
     @abstractmethod
-    def launch(self, cluster: ClusterConfig, count: int, image: Image | None, role: Role, first_index: int,
-               network: Network | None = None, near: Node | None = None, root_gib: int | None = None,
-               base: str | None = None) -> list[Node]:
-        """`network`: what prepare() returned; looked up again when not given. `near`: launch close to
-        this node (its zone first, where the provider has zones). `root_gib`: instead of the config's.
-        `base`: the base image's id as `up` resolved it, for callers that may not resolve it again (the
-        run agent's role has no access to where the provider looks it up)."""
+    def launch(self, request: LaunchRequest) -> list[Node]: ...
 
     @abstractmethod
     def bake(self, cluster: ClusterConfig, node: Node, key: str,

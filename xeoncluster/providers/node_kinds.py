@@ -2,6 +2,8 @@
 tags and every other wire format hold, so a StrEnum reads and writes them unchanged."""
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -37,3 +39,43 @@ class NodeState(StrEnum):
 
     def is_running(self) -> bool:
         return self is NodeState.RUNNING
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    id: str
+    private_ip: str
+    ssh_host: str
+    role: Role
+    market: Market | str  # str: the provider's name, where nodes are bought on no market
+    zone: str | None = None
+    instance_type: str | None = None
+    state: NodeState = NodeState.RUNNING
+    price_per_hour: float | None = None
+    owner: str | None = None  # the owner tag the provider shows (None where nothing is owned)
+
+    def __post_init__(self) -> None:
+        # Nodes built from plain strings (the provider's tags, older callers) hold the enums all the same;
+        # a role outside Role stays as written, for cluster/untrusted.py to refuse by name.
+        for field_name, kind in (("role", Role), ("market", Market), ("state", NodeState)):
+            value = getattr(self, field_name)
+            if not isinstance(value, kind) and value in kind._value2member_map_:
+                object.__setattr__(self, field_name, kind(value))
+
+    @property
+    def index(self) -> int:
+        """The number in the node's name (`node10`: 10): nodes are ordered by it, never by their names."""
+        return int(self.name.removeprefix("node"))
+
+    @property
+    def is_master(self) -> bool:
+        return self.role == Role.MASTER
+
+
+def master_of(nodes: Iterable[Node]) -> Node | None:
+    return next((n for n in nodes if n.is_master), None)
+
+
+def by_index(nodes: Iterable[Node]) -> list[Node]:
+    return sorted(nodes, key=lambda n: n.index)

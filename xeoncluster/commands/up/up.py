@@ -36,7 +36,7 @@ from xeoncluster.operations.up_nodes import (
     run_on_master,
     write_cluster_files,
 )
-from xeoncluster.providers.base import Image, Network, Node
+from xeoncluster.providers.base import Image, LaunchRequest, Network, Node
 from xeoncluster.providers.node_kinds import Role
 from xeoncluster.remote.shell import NodeShell
 from xeoncluster.runs.watch_client import keep_watch
@@ -205,8 +205,8 @@ class UpSteps:
         # A snapshot can't be restored onto a smaller disk: bake from a small one, grow it afterwards.
         root = self.ctx.provider.bake_root_gib if self._grown_root() else None
         # One node only: the role (and on AWS the master's instance profile) goes to node0 alone.
-        nodes = self.ctx.provider.launch(self.ctx.config, 1, self.image.image, Role.MASTER, 0, self.network,
-                                         root_gib=root)
+        nodes = self.ctx.provider.launch(LaunchRequest(self.ctx.config, 1, self.image.image, Role.MASTER, 0,
+                                                       self.network, root_gib=root))
         add_nodes(self.ctx, self.record, nodes, self.shell)
 
     def _grown_root(self) -> bool:
@@ -269,8 +269,8 @@ class UpSteps:
     def launch_workers(self) -> None:
         cfg = self.ctx.config
         master = self.record.node_list()[0]
-        nodes = self.ctx.provider.launch(cfg, cfg.nodes - 1, self.image.image, Role.WORKER, 1, self.network,
-                                         near=master)
+        nodes = self.ctx.provider.launch(LaunchRequest(cfg, cfg.nodes - 1, self.image.image, Role.WORKER, 1,
+                                                       self.network, near=master))
         add_nodes(self.ctx, self.record, nodes, self.shell)
 
     def launch_all(self) -> None:
@@ -278,8 +278,9 @@ class UpSteps:
         # Ctrl-C reaches only this thread: the pool still finishes both launches, and the rollback
         # finds their nodes by the cluster's tag.
         with ThreadPoolExecutor(max_workers=2) as pool:
-            master = pool.submit(provider.launch, cfg, 1, self.image.image, Role.MASTER, 0, self.network)
-            workers = pool.submit(provider.launch, cfg, cfg.nodes - 1, self.image.image, Role.WORKER, 1, self.network)
+            master = pool.submit(provider.launch, LaunchRequest(cfg, 1, self.image.image, Role.MASTER, 0, self.network))
+            workers = pool.submit(provider.launch,
+                                  LaunchRequest(cfg, cfg.nodes - 1, self.image.image, Role.WORKER, 1, self.network))
             wait([master, workers])
         launched = [node for future in (master, workers) if future.exception() is None for node in future.result()]
         failed = [error for error in (master.exception(), workers.exception()) if error is not None]
@@ -294,8 +295,8 @@ class UpSteps:
                                    f"{master_node.zone}; launching them again there")
             for node in strays:
                 provider.remove_node(cfg, node)
-            launched += provider.launch(cfg, len(strays), self.image.image, Role.WORKER, 1, self.network,
-                                        near=master_node)
+            launched += provider.launch(LaunchRequest(cfg, len(strays), self.image.image, Role.WORKER, 1, self.network,
+                                        near=master_node))
         add_nodes(self.ctx, self.record, launched, self.shell)
 
     def write_files(self) -> None:

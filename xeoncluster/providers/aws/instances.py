@@ -26,8 +26,8 @@ from xeoncluster.providers.aws.clients import (
     tag_specs,
     tags_of,
 )
-from xeoncluster.providers.base import TAG_OWNER, TAG_ROLE, Node, by_index
-from xeoncluster.providers.node_kinds import Market, NodeState, Role
+from xeoncluster.providers.base import TAG_OWNER, TAG_ROLE
+from xeoncluster.providers.node_kinds import Market, Node, NodeState, Role, by_index
 
 LIVE_STATES = [state.value for state in NodeState if state.is_live()]
 INDEX_LIMIT = 10_000  # a node's name has at most four digits (NODE_NAME in xeoncluster/cluster/untrusted.py)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xeoncluster.core.errors import ConfigError, ProviderError
-from xeoncluster.providers.base import Image, Network, Node, PlannedResource, Prepared, Provider, Removed
+from xeoncluster.providers.base import Image, LaunchRequest, Node, PlannedResource, Prepared, Provider, Removed
 from xeoncluster.providers.local import net
 from xeoncluster.providers.local.node import (
     SSHD,
@@ -126,9 +126,8 @@ class LocalProvider(Provider):
                 PlannedResource("namespaces", f"xc-{cluster.name}-node0..{cluster.nodes - 1}", "create",
                                 "one sshd per node, no route off the bridge")]
 
-    def launch(self, cluster: ClusterConfig, count: int, image: Image | None, role: Role, first_index: int,
-               network: Network | None = None, near: Node | None = None, root_gib: int | None = None,
-               base: str | None = None) -> list[Node]:
+    def launch(self, request: LaunchRequest) -> list[Node]:
+        cluster, count, image, first_index = request.cluster, request.count, request.image, request.first_index
         names = [f"node{first_index + i}" for i in range(count)]
         with self._host_lock():
             ips = net.allocate_ips(cluster.local.subnet, count)
@@ -138,7 +137,7 @@ class LocalProvider(Provider):
         self._write_hosts(cluster.name)
         lower = self._image_home(image) if image else self.empty_lower
         with ThreadPoolExecutor(max_workers=min(16, count)) as pool:
-            starts = [pool.submit(self._start_node, cluster, name, ip, lower, role, index)
+            starts = [pool.submit(self._start_node, cluster, name, ip, lower, request.role, index)
                       for index, (name, ip) in enumerate(zip(names, ips, strict=True), start=first_index)]
         for start in starts:
             start.result()
