@@ -13,6 +13,7 @@ from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.job.train_plan import LaunchPlan
 from xeoncluster.job.train_request import ScriptRequest
 from xeoncluster.node.events.events import RunEvent
+from xeoncluster.providers.abilities import AgentOnMaster
 from xeoncluster.remote.shell import NodeShell
 from xeoncluster.runs.record import RunFiles, RunState
 from xeoncluster.runs.stored_checkpoints import download_checkpoint
@@ -43,7 +44,7 @@ class RunStorage:
         if location is None:
             return
         run_dir = RemoteLayout(plan.home).run_dir(plan.run)
-        self.source = OnMaster(Path(run_dir)) if self.ctx.provider.agent_on_master else \
+        self.source = OnMaster(Path(run_dir)) if isinstance(self.ctx.provider, AgentOnMaster) else \
             OverSsh(shell, plan.nodes[0], run_dir)
         storage = self.ctx.provider.open_storage(location)
         self.sync = StorageSync(storage, self.ctx.config.name, plan.run, self.source,

@@ -19,6 +19,7 @@ from xeoncluster.commands import status as status_cmd
 from xeoncluster.commands.up import up as up_cmd
 from xeoncluster.core.errors import NoStateError, XeonClusterError
 from xeoncluster.operations import down as down_cmd
+from xeoncluster.providers.abilities import HasOwners
 from xeoncluster.providers.node_kinds import Market
 
 
@@ -86,7 +87,7 @@ def down(ctx: click.Context, purge_images: bool, force: bool, owner: str | None,
     """
     try:
         context = command_context(ctx, opts, locate=True)
-        if owner is not None:
+        if owner is not None and isinstance(context.provider, HasOwners):
             context.provider.act_for(owner)
     except NoStateError as exc:
         down_cmd.forget(exc.name)

@@ -18,6 +18,7 @@ from xeoncluster.cluster.cluster_files import known_hosts, preferred_key, read_k
 from xeoncluster.cluster.state import ClusterRecord, StateDir, atomic_write
 from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.core.progress import Reporter
+from xeoncluster.providers.abilities import AgentOnMaster, host_keys
 from xeoncluster.providers.base import Node, Provider
 from xeoncluster.providers.config import ClusterConfig
 from xeoncluster.providers.registry import spec_for
@@ -36,7 +37,7 @@ class ClusterView(Protocol):
 
 
 def refresh(ctx: ClusterView, record: ClusterRecord) -> ClusterRecord:
-    if not ctx.provider.agent_on_master or not record.nodes:
+    if not isinstance(ctx.provider, AgentOnMaster) or not record.nodes:
         return record
     try:
         listed = ctx.provider.nodes(ctx.config, priced=False)
@@ -117,7 +118,7 @@ def _keys(ctx: ClusterView, live: dict[str, Node], known: dict[str, str], pins: 
         if known.get(name) == node.id and name in pins:
             keys[name] = pins[name]
             continue
-        offered = [k for k in ctx.provider.host_keys(node) if untrusted.HOST_KEY.fullmatch(k)]
+        offered = [k for k in host_keys(ctx.provider, node) if untrusted.HOST_KEY.fullmatch(k)]
         if offered:
             keys[name] = preferred_key(offered)
         else:

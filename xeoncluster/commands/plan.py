@@ -11,6 +11,8 @@ from typing import Any
 from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.cluster.image import ImageAction, ImagePlan, decide_image
 from xeoncluster.core.stacks import get_stack
+from xeoncluster.providers.abilities import PlansMachines, PlansResources, PricesNodes
+from xeoncluster.providers.abilities import placement as planned_placement
 from xeoncluster.providers.base import Placement, PlannedResource, PriceQuote
 from xeoncluster.providers.node_kinds import Market, Role
 
@@ -57,11 +59,12 @@ def run(ctx: CommandContext) -> Plan:
     checks = provider.preflight(cfg, for_plan=True)
     stack = get_stack(cfg.stack)
     image = decide_image(cfg, provider, stack)
-    prices = provider.prices(cfg)
-    placement = provider.placement(cfg)
+    prices = provider.prices(cfg) if isinstance(provider, PricesNodes) else {}
+    placement = planned_placement(provider, cfg)
     groups = instance_groups(cfg.nodes, placement, image, prices)
-    notes = provider.plan_notes(cfg) + tuple(checks)
-    resources = (*provider.planned_resources(cfg), planned_storage(ctx))
+    notes = (provider.plan_notes(cfg) if isinstance(provider, PlansMachines) else ()) + tuple(checks)
+    resources = (*(provider.planned_resources(cfg) if isinstance(provider, PlansResources) else []),
+                 planned_storage(ctx))
     return Plan(cfg.name, provider.name, placement.region, cfg.nodes, resources, groups,
                 image, PlannedStack(stack.name, stack.backend, stack.packages), total_per_hour(groups, bool(prices)),
                 prices, notes)

@@ -11,6 +11,7 @@ from xeoncluster.cluster.state import ClusterRecord
 from xeoncluster.cluster.state_refresh import refresh
 from xeoncluster.commands.self_removed import removed, what_remains
 from xeoncluster.core.errors import XeonClusterError
+from xeoncluster.providers.abilities import AgentOnMaster
 from xeoncluster.providers.base import Node
 from xeoncluster.runs import client, watch_client
 from xeoncluster.runs.record import RunRecord
@@ -88,7 +89,7 @@ def _active_run(ctx: CommandContext, record: ClusterRecord | None,
     if record is None or not record.nodes:
         return None, ()
     master = next((r for r in rows if r.node.is_master), None)
-    if ctx.provider.agent_on_master and (master is None or not master.answers):
+    if isinstance(ctx.provider, AgentOnMaster) and (master is None or not master.answers):
         return None, (f"the master (node0) does not answer, so neither does its run agent: `xeoncluster up --name "
                       f"{ctx.config.name}` repairs the cluster, then `xeoncluster train ... --run RUN --resume`",)
     return client.active_or_none(ctx, record), ()

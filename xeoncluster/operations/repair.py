@@ -14,6 +14,7 @@ from xeoncluster.cluster.state import ClusterRecord
 from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.operations.launch_ceiling import check_ceiling
 from xeoncluster.operations.up_nodes import add_nodes, check_mesh, playbook_runner, write_cluster_files
+from xeoncluster.providers.abilities import loss_reason, remove_node
 from xeoncluster.providers.base import Image, LaunchRequest
 from xeoncluster.providers.node_kinds import Node, Role, by_index
 from xeoncluster.remote.shell import NodeShell
@@ -48,7 +49,7 @@ def health(ctx: CommandContext, record: ClusterRecord, shell: NodeShell) -> list
     for node in record.node_list():
         current = live.get(node.name)
         if current is None or current.id != node.id:
-            result.append(NodeHealth(node, False, ctx.provider.loss_reason(ctx.config, node)))
+            result.append(NodeHealth(node, False, loss_reason(ctx.provider, ctx.config, node)))
         elif not current.state.is_running():
             result.append(NodeHealth(node, False, f"{current.state}"))
         else:
@@ -98,7 +99,7 @@ def _replace(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, dead:
              result: RepairResult) -> None:
     for node in by_index(dead):
         with ctx.reporter.step(f"replace {node.name}"):
-            ctx.provider.remove_node(ctx.config, node)
+            remove_node(ctx.provider, ctx.config, node)
             record.set_nodes([n for n in record.node_list() if n.name != node.name])
             ctx.state.forget_host(node.name)
             ctx.state.save(record)
@@ -134,7 +135,7 @@ def _configure_new(ctx: CommandContext, record: ClusterRecord, shell: NodeShell,
 def _remove_new(ctx: CommandContext, record: ClusterRecord, names: list[str]) -> None:
     for node in [n for n in record.node_list() if n.name in names]:
         try:
-            ctx.provider.remove_node(ctx.config, node)
+            remove_node(ctx.provider, ctx.config, node)
         except Exception as exc:  # noqa: BLE001 - the original failure matters more; `down` finds the rest
             ctx.reporter.log(f"could not remove {node.name} after a failed repair: {exc}")
         record.set_nodes([n for n in record.node_list() if n.name != node.name])

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from xeoncluster.core.errors import ConfigError, ProviderError
+from xeoncluster.providers import abilities
 from xeoncluster.providers.aws import images as aws_images
 from xeoncluster.providers.aws import instances as aws_instances
 from xeoncluster.providers.aws import network as aws_network
@@ -52,16 +53,16 @@ from xeoncluster.providers.base import (
     Removed,
 )
 from xeoncluster.providers.config import ClusterConfig
-from xeoncluster.providers.node_kinds import Role
 from xeoncluster.storage.base import Storage, StorageLocation
 from xeoncluster.topology import CpuTopology
 
 
-class AwsProvider(Provider):
+class AwsProvider(Provider, abilities.BakesInBackground, abilities.ReadsHostKeys, abilities.RemovesNodes,
+                  abilities.HasAccount, abilities.HasOwners, abilities.AgentOnMaster, abilities.SizesDisks,
+                  abilities.LaunchesTogether, abilities.PurgesImages, abilities.PricesNodes, abilities.PlansResources,
+                  abilities.PlansMachines, abilities.HasBaseImages, abilities.ExplainsLoss):
     name = "aws"
     notice_source = AWS.notices
-    bakes_in_background = True
-    agent_on_master = True
     bake_root_gib = aws_images.BAKE_ROOT_GIB
 
     def __init__(self, region: str, profile: str | None = None, events: Callable[[str], None] = lambda m: None,
@@ -235,7 +236,7 @@ class AwsProvider(Provider):
         with translated(doing):
             network = request.network or aws_prepare.find_network(self.ec2, cluster)
             spec = self._launch_spec(request, network)
-        market = cluster.aws.effective_master_market if role == Role.MASTER else cluster.aws.worker_market
+        market = cluster.aws.effective_master_market if request.for_master else cluster.aws.worker_market
         zones_by_type = near_zones(network.zones_by_type, near, cluster.aws.placement_group)
         attempts = plan_attempts(cluster.aws.instance_types, zones_by_type, market, cluster.aws.on_demand_fallback)
         launched = launch_with_fallback(self.ec2, spec, attempts, self.instance_wait, self.events,
@@ -266,7 +267,7 @@ class AwsProvider(Provider):
             key_name=aws_network.resource_name(cluster.name), security_group_id=str(network.security_group_id),
             subnets=dict(network.subnets), owner=self.owner(),
             placement_group=aws_network.resource_name(cluster.name) if cluster.aws.placement_group else None,
-            instance_profile=self._master_profile(cluster) if role == Role.MASTER else None,
+            instance_profile=self._master_profile(cluster) if request.for_master else None,
             # Whatever address SSH uses, nodes need a way out to apt, PyPI and the Hugging Face hub;
             # in a default VPC that is a public IP (preflight checks the subnets' default route).
             public_ip=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xeoncluster.core.errors import ConfigError, ProviderError
+from xeoncluster.providers.abilities import PlansResources, ReadsHostKeys, RemovesNodes
 from xeoncluster.providers.base import Image, LaunchRequest, Node, PlannedResource, Prepared, Provider, Removed
 from xeoncluster.providers.local import net
 from xeoncluster.providers.local.node import (
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 REQUIRED_TOOLS = ("ip", "unshare", "nsenter", "ssh-keygen", "tar", "nft")
 
 
-class LocalProvider(Provider):
+class LocalProvider(Provider, ReadsHostKeys, RemovesNodes, PlansResources):
     name = "local"
     shares_host = True
     notice_source = LOCAL.notices
