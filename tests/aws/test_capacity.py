@@ -5,6 +5,7 @@ import pytest
 from aws_helpers import PUBLIC_KEY, cluster_config
 
 from xeoncluster.core.errors import ProviderError
+from xeoncluster.providers.base import LaunchRequest
 
 
 def subnet_zone(ec2):
@@ -34,7 +35,7 @@ def test_next_zone_through_the_moto_backend(provider, ec2, events, monkeypatch):
     monkeypatch.setattr(EC2Backend, "run_instances", run_instances)
     cluster = cluster_config(nodes=2, zones=["us-east-1a", "us-east-1b"])
     provider.prepare(cluster, PUBLIC_KEY)
-    nodes = provider.launch(cluster, 2, None, "worker", 0)
+    nodes = provider.launch(LaunchRequest(cluster, 2, None, "worker", 0))
     assert len(calls) == 2
     assert {placement(ec2, n)[0] for n in nodes} == {"us-east-1b"}
     assert {n.zone for n in nodes} == {"us-east-1b"}
@@ -48,7 +49,7 @@ def test_second_type_after_all_zones_fail_for_the_first(provider, ec2, aws, even
     provider.prepare(cluster, PUBLIC_KEY)
     aws.fail("RunInstances", "InsufficientInstanceCapacity", times=99,
              when=lambda p: p["InstanceType"] == "c7i.2xlarge")
-    node = provider.launch(cluster, 1, None, "master", 0)[0]
+    node = provider.launch(LaunchRequest(cluster, 1, None, "master", 0))[0]
     tried = [(p["InstanceType"], subnet_zone(ec2)(p)) for _, op, p in aws.calls if op == "RunInstances"]
     assert tried == [("c7i.2xlarge", "us-east-1a"), ("c7i.2xlarge", "us-east-1b"), ("c6i.2xlarge", "us-east-1a")]
     assert placement(ec2, node) == ("us-east-1a", "c6i.2xlarge", "spot")
@@ -60,7 +61,7 @@ def test_spot_falls_back_to_on_demand_when_allowed(provider, ec2, aws, events, c
     cluster = cluster_config(nodes=2, on_demand_fallback=True, zones=["us-east-1a", "us-east-1b"])
     provider.prepare(cluster, PUBLIC_KEY)
     aws.fail("RunInstances", code, times=99, when=lambda p: "InstanceMarketOptions" in p)
-    nodes = provider.launch(cluster, 2, None, "worker", 0)
+    nodes = provider.launch(LaunchRequest(cluster, 2, None, "worker", 0))
     assert {n.market for n in nodes} == {"on-demand"}
     assert {placement(ec2, n)[2] for n in nodes} == {None}
     assert aws.ops().count("RunInstances") == 3
@@ -72,7 +73,7 @@ def test_spot_without_fallback_fails_listing_what_was_tried(provider, ec2, aws):
     provider.prepare(cluster, PUBLIC_KEY)
     aws.fail("RunInstances", "InsufficientInstanceCapacity", times=99)
     with pytest.raises(ProviderError) as caught:
-        provider.launch(cluster, 2, None, "worker", 0)
+        provider.launch(LaunchRequest(cluster, 2, None, "worker", 0))
     message = caught.value.message
     assert message.startswith("could not launch 2 worker node(s): ")
     for itype in ("c7i.2xlarge", "c6i.2xlarge"):
@@ -88,7 +89,7 @@ def test_other_errors_fail_at_once(provider, aws):
     provider.prepare(cluster, PUBLIC_KEY)
     aws.fail("RunInstances", "InvalidParameterCombination")
     with pytest.raises(ProviderError, match="InvalidParameterCombination"):
-        provider.launch(cluster, 2, None, "worker", 0)
+        provider.launch(LaunchRequest(cluster, 2, None, "worker", 0))
     assert aws.ops().count("RunInstances") == 1
 
 
@@ -98,7 +99,7 @@ def test_zones_default_to_those_offering_the_type(provider, ec2, aws):
     provider.prepare(cluster, PUBLIC_KEY)
     aws.fail("RunInstances", "InsufficientInstanceCapacity", times=99)
     with pytest.raises(ProviderError) as caught:
-        provider.launch(cluster, 1, None, "master", 0)
+        provider.launch(LaunchRequest(cluster, 1, None, "master", 0))
     assert "us-east-1e" not in caught.value.message and "us-east-1f" in caught.value.message
 
 
@@ -135,7 +136,7 @@ def test_a_server_side_death_before_running_tries_the_next_zone(provider, ec2, a
     cluster = cluster_config(nodes=2, zones=["us-east-1a", "us-east-1b"])
     provider.prepare(cluster, PUBLIC_KEY)
     instances_die_before_running(monkeypatch, [(code, "Server error")])
-    nodes = provider.launch(cluster, 2, None, "worker", 0)
+    nodes = provider.launch(LaunchRequest(cluster, 2, None, "worker", 0))
     assert [subnet_zone(ec2)(p) for _, op, p in aws.calls if op == "RunInstances"] == ["us-east-1a", "us-east-1b"]
     assert {n.zone for n in nodes} == {"us-east-1b"}
     assert any("us-east-1a unavailable" in e and code in e for e in events)
@@ -153,7 +154,7 @@ def test_a_client_side_death_before_running_stops_at_once(provider, ec2, aws, ev
     provider.prepare(cluster, PUBLIC_KEY)
     instances_die_before_running(monkeypatch, [(code, "Client error on launch")] * 9)
     with pytest.raises(ProviderError) as caught:
-        provider.launch(cluster, 2, None, "worker", 0)
+        provider.launch(LaunchRequest(cluster, 2, None, "worker", 0))
     assert aws.ops().count("RunInstances") == 1
     assert caught.value.message == (f"2 worker node(s) stopped before running (c7i.2xlarge spot in us-east-1a): "
                                     f"{code}: Client error on launch")
@@ -167,7 +168,7 @@ def test_the_kms_hint_names_every_permission_the_default_ebs_key_needs(provider,
     provider.prepare(cluster, PUBLIC_KEY)
     instances_die_before_running(monkeypatch, [("Client.InternalError", "Client error on launch")])
     with pytest.raises(ProviderError) as caught:
-        provider.launch(cluster, 1, None, "master", 0)
+        provider.launch(LaunchRequest(cluster, 1, None, "master", 0))
     for action in ("kms:CreateGrant", "kms:Decrypt", "kms:GenerateDataKeyWithoutPlaintext", "kms:ReEncrypt*",
                    "kms:DescribeKey"):
         assert action in caught.value.hint

@@ -15,6 +15,7 @@ from gated_server import GatedServer
 
 from xeoncluster.providers.aws.boundary import boundary_arn, boundary_document
 from xeoncluster.providers.aws.policy import policy_document
+from xeoncluster.providers.base import LaunchRequest
 from xeoncluster.standin.iam_users import UserKeys
 
 ACCOUNT = "123456789012"
@@ -189,8 +190,8 @@ def test_the_run_agent_launches_nothing_beyond_the_cluster_s_size_plus_its_repla
     ctx = the_agent_of_t1(xc, shell, ec2, monkeypatch)
     record = ctx.state.load()
     # What the user's script on the master can do with the role: one more of the cluster's own launch.
-    stray = ctx.provider.launch(ctx.config, 1, recorded_image(record), "worker", 5, near=record.node("node0"),
-                                base=recorded_base(record))
+    stray = ctx.provider.launch(LaunchRequest(ctx.config, 1, recorded_image(record), "worker", 5,
+                                              near=record.node("node0"), base=recorded_base(record)))
     spot_interrupt(record.node("node1").id)
     with pytest.raises(ProviderError, match=r"not launching 1 more instance\(s\) for cluster t1: it has 2 running"):
         repair(ctx, record, ctx.shell(), [record.node("node1")], len(record.nodes))

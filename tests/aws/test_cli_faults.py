@@ -202,10 +202,10 @@ def test_a_warm_up_whose_master_cannot_launch_removes_the_workers_launched_besid
     def patch(provider):
         real = provider.launch
 
-        def launch(cluster, count, image, role, *args, **kwargs):
-            if role == "master":
+        def launch(request):
+            if request.role == "master":
                 raise ProviderError("could not launch 1 master node(s): stand-in failure")
-            return real(cluster, count, image, role, *args, **kwargs)
+            return real(request)
         provider.launch = launch
     xc.patch_provider = patch
     run = xc("up", "--name", "t1", "--nodes", "3")

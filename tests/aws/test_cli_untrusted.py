@@ -19,7 +19,7 @@ from aws_helpers import write_config
 from recording_shell import fake_host_key, listed_record
 
 from xeoncluster.cluster.state import StateDir
-from xeoncluster.providers.base import Node
+from xeoncluster.providers.base import LaunchRequest, Node
 from xeoncluster.providers.config import load_config
 from xeoncluster.remote.shell import CommandResult
 from xeoncluster.runs.record import RunRecord, RunState
@@ -115,9 +115,9 @@ def test_a_replacement_gets_its_key_from_the_console_not_from_the_master(xc, ec2
     ec2.terminate_instances(InstanceIds=[record.node("node1").id])
     config = load_config(None, record.config)
     agent_side = xc.provider_factory(config, lambda _m: None)  # as the agent launches, with the cluster tag
-    [new] = agent_side.launch(config, 1, record.image.image if record.image else None, "worker", 1,
-                              near=record.node("node0"))
-    [keyless] = agent_side.launch(config, 1, None, "worker", 2, near=record.node("node0"))
+    [new] = agent_side.launch(LaunchRequest(config, 1, record.image.image if record.image else None, "worker", 1,
+                              near=record.node("node0")))
+    [keyless] = agent_side.launch(LaunchRequest(config, 1, None, "worker", 2, near=record.node("node0")))
     console_shows_keys(monkeypatch, {new.id})
 
     status = xc("status", "--name", "t1")

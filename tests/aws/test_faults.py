@@ -5,6 +5,7 @@ import pytest
 from aws_helpers import PUBLIC_KEY, cluster_config, live_state, nothing_left
 
 from xeoncluster.core.errors import XeonClusterError
+from xeoncluster.providers.base import LaunchRequest
 
 # (operation, occurrence) for every mutating EC2 call of a full `up` with a placement group.
 UP_MUTATIONS = [
@@ -15,9 +16,9 @@ UP_MUTATIONS = [
 
 def full_up(provider, cluster):
     provider.prepare(cluster, PUBLIC_KEY)
-    master = provider.launch(cluster, 1, None, "master", 0)
+    master = provider.launch(LaunchRequest(cluster, 1, None, "master", 0))
     image = provider.bake(cluster, master[0], "a" * 64)
-    provider.launch(cluster, cluster.nodes - 1, image, "worker", 1)
+    provider.launch(LaunchRequest(cluster, cluster.nodes - 1, image, "worker", 1))
 
 
 def test_fault_list_covers_every_mutating_call(provider, aws):
@@ -58,7 +59,7 @@ def test_interrupt_while_waiting_terminates_that_attempt_at_once(provider, ec2, 
     # The waiter's first DescribeInstances happens right after RunInstances succeeded.
     aws.fail("DescribeInstances", KeyboardInterrupt(), occurrence=1, when=lambda p: "InstanceIds" in p)
     with pytest.raises(KeyboardInterrupt):
-        provider.launch(cluster, 4, None, "worker", 0)
+        provider.launch(LaunchRequest(cluster, 4, None, "worker", 0))
     assert live_state(ec2, "t1")["instances"] == []  # terminated without waiting for `down`
     assert "TerminateInstances" in aws.mutating()
 
@@ -68,5 +69,5 @@ def test_describe_failure_after_launch_terminates_the_instances(provider, ec2, a
     provider.prepare(cluster, PUBLIC_KEY)
     aws.fail("DescribeInstances", "InternalError", occurrence=2, when=lambda p: "InstanceIds" in p)
     with pytest.raises(XeonClusterError, match="InternalError"):
-        provider.launch(cluster, 2, None, "worker", 0)
+        provider.launch(LaunchRequest(cluster, 2, None, "worker", 0))
     assert live_state(ec2, "t1")["instances"] == []

@@ -4,6 +4,8 @@ from __future__ import annotations
 import pytest
 from aws_helpers import PUBLIC_KEY, cluster_config
 
+from xeoncluster.providers.base import LaunchRequest
+
 KEYS_BLOCK = ("-----BEGIN SSH HOST KEY KEYS-----\n"
               "ecdsa-sha2-nistp256 AAAAE2VjZHNh root@ip-10-0-0-1\nssh-ed25519 AAAAC3Nza root@ip-10-0-0-1\n"
               "-----END SSH HOST KEY KEYS-----\n")
@@ -37,7 +39,7 @@ def console_shows_keys_after(monkeypatch, polls):
 def launched(provider):
     cluster = cluster_config(nodes=2)
     provider.prepare(cluster, PUBLIC_KEY)
-    return provider.launch(cluster, 2, None, "worker", 0)
+    return provider.launch(LaunchRequest(cluster, 2, None, "worker", 0))
 
 
 def test_keys_that_appear_after_two_polls_are_read_with_latest(provider, aws, events, launched, monkeypatch):
@@ -73,7 +75,7 @@ def test_a_new_launch_gets_a_new_wait(provider, events, launched, monkeypatch):
     provider.sleep = lambda seconds: None
     assert provider.host_keys(launched[0]) == []
     seen = console_shows_keys_after(monkeypatch, polls=1)
-    [later] = provider.launch(cluster_config(nodes=3), 1, None, "worker", 2)
+    [later] = provider.launch(LaunchRequest(cluster_config(nodes=3), 1, None, "worker", 2))
     assert provider.host_keys(later) and seen[later.id] == 2
 
 

@@ -7,7 +7,7 @@ import pytest
 from aws_helpers import PUBLIC_KEY, UBUNTU_AMI, cluster_config
 
 from xeoncluster.core.errors import ConfigError, ProviderError
-from xeoncluster.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY
+from xeoncluster.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY, LaunchRequest
 
 KEY = "f" * 64
 
@@ -25,7 +25,7 @@ def cluster_snapshots(ec2, cluster="t1"):
 def master(provider):
     cluster = cluster_config(nodes=2)
     provider.prepare(cluster, PUBLIC_KEY)
-    return cluster, provider.launch(cluster, 1, None, "master", 0)[0]
+    return cluster, provider.launch(LaunchRequest(cluster, 1, None, "master", 0))[0]
 
 
 def test_bake_tags_image_and_snapshot_and_find_reuses_it(provider, ec2, master):
@@ -45,7 +45,7 @@ def test_bake_tags_image_and_snapshot_and_find_reuses_it(provider, ec2, master):
     assert provider.get_image("ami-00000000") is None
     assert [i.id for i in provider.images()] == [image.id]
 
-    workers = provider.launch(cluster, 1, image, "worker", 1)
+    workers = provider.launch(LaunchRequest(cluster, 1, image, "worker", 1))
     assert ec2.describe_instances(InstanceIds=[workers[0].id])["Reservations"][0]["Instances"][0]["ImageId"] == image.id
 
 

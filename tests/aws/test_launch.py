@@ -7,7 +7,7 @@ import pytest
 from aws_helpers import CALLER_IP, PUBLIC_KEY, UBUNTU_AMI, cluster_config
 
 from xeoncluster.providers.aws.clients import RETRIES
-from xeoncluster.providers.base import TAG_CLUSTER, TAG_ROLE
+from xeoncluster.providers.base import TAG_CLUSTER, TAG_ROLE, LaunchRequest
 
 
 def tags(resource):
@@ -21,8 +21,8 @@ def instances_of(ec2, name):
 
 def up(provider, cluster, nodes):
     provider.prepare(cluster, PUBLIC_KEY)
-    master = provider.launch(cluster, 1, None, "master", 0)
-    workers = provider.launch(cluster, nodes - 1, None, "worker", 1)
+    master = provider.launch(LaunchRequest(cluster, 1, None, "master", 0))
+    workers = provider.launch(LaunchRequest(cluster, nodes - 1, None, "worker", 1))
     return master + workers
 
 
@@ -157,7 +157,7 @@ def test_placement_group(provider, aws):
     assert created["placement_group"] == ["xeoncluster-t1"]
     group = aws.placement_groups["xeoncluster-t1"]
     assert group["Strategy"] == "cluster" and {"Key": TAG_CLUSTER, "Value": "t1"} in group["Tags"]
-    provider.launch(cluster, 2, None, "worker", 0)
+    provider.launch(LaunchRequest(cluster, 2, None, "worker", 0))
     run = next(p for _, op, p in aws.calls if op == "RunInstances")
     assert run["Placement"] == {"GroupName": "xeoncluster-t1"}
     assert provider.terminate(cluster).items["placement_group"] == ["xeoncluster-t1"]

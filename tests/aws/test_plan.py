@@ -9,6 +9,7 @@ from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.cluster.state import StateDir
 from xeoncluster.commands import plan as plan_cmd
 from xeoncluster.core.progress import Reporter
+from xeoncluster.providers.base import LaunchRequest
 
 
 def make_plan(provider, cluster, tmp_path):
@@ -44,7 +45,7 @@ def test_plan_reuses_what_exists(provider, aws, tmp_path):
     cluster = cluster_config(nodes=2)
     prepared = provider.prepare(cluster, PUBLIC_KEY)
     provider.prepare_agent_access(cluster, prepared.network, stock_image_key(), None)
-    node = provider.launch(cluster, 1, None, "master", 0)[0]
+    node = provider.launch(LaunchRequest(cluster, 1, None, "master", 0))[0]
     image = provider.bake(cluster, node, stock_image_key())
     aws.clear()
     plan = make_plan(provider, cluster, tmp_path)

@@ -14,6 +14,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 
 from xeoncluster.core.errors import ProviderError
 from xeoncluster.providers.aws.clients import NO_RETRIES, OPTIONAL_RETRIES, RUN_ATTEMPTS, is_retryable
+from xeoncluster.providers.base import LaunchRequest
 
 ERROR_XML = ('<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{code}</Code>'
              '<Message>{message}</Message></Error></Errors><RequestID>req-1</RequestID></Response>')
@@ -59,7 +60,7 @@ def test_capacity_error_as_http_500_is_one_attempt_per_zone(provider, ec2, prepa
                 message="We currently do not have sufficient c7i.2xlarge capacity in the Availability Zone "
                         "you requested")
     seen = statuses(provider.clients.ec2_no_retries)
-    nodes = provider.launch(prepared, 2, None, "worker", 0)
+    nodes = provider.launch(LaunchRequest(prepared, 2, None, "worker", 0))
     assert [zone for zone, _ in wire.requests] == ["us-east-1a", "us-east-1b"]
     assert seen == [500, 200]
     assert {n.zone for n in nodes} == {"us-east-1b"}
@@ -82,7 +83,7 @@ def test_throttling_is_retried_with_the_same_client_token(provider, ec2, prepare
     wire = Wire(monkeypatch, ec2, "RequestLimitExceeded", 503, times=2, message="Request limit exceeded.")
     slept = []
     provider.sleep = slept.append
-    nodes = provider.launch(prepared, 2, None, "worker", 0)
+    nodes = provider.launch(LaunchRequest(prepared, 2, None, "worker", 0))
     assert [zone for zone, _ in wire.requests] == ["us-east-1a"] * 3
     assert len({token for _, token in wire.requests}) == 1
     assert len(slept) == 2 and all(0 < s <= 20 for s in slept)
@@ -93,14 +94,14 @@ def test_throttling_is_retried_with_the_same_client_token(provider, ec2, prepare
 def test_throttling_that_never_ends_fails_after_the_attempt_budget(provider, ec2, prepared, monkeypatch):
     wire = Wire(monkeypatch, ec2, "RequestLimitExceeded", 503, times=99)
     with pytest.raises(ProviderError, match="RequestLimitExceeded"):
-        provider.launch(prepared, 2, None, "worker", 0)
+        provider.launch(LaunchRequest(prepared, 2, None, "worker", 0))
     assert len(wire.requests) == RUN_ATTEMPTS
     assert {zone for zone, _ in wire.requests} == {"us-east-1a"}  # throttling is not a capacity problem
 
 
 def test_transient_internal_error_is_retried(provider, prepared, aws):
     aws.fail("RunInstances", "InternalError")
-    nodes = provider.launch(prepared, 2, None, "worker", 0)
+    nodes = provider.launch(LaunchRequest(prepared, 2, None, "worker", 0))
     tokens = [p["ClientToken"] for _, op, p in aws.calls if op == "RunInstances"]
     assert len(tokens) == 2 and tokens[0] == tokens[1]
     assert len(nodes) == 2

@@ -9,6 +9,7 @@ import pytest
 from aws_helpers import PUBLIC_KEY, live_state, nothing_left, own_images, write_config
 
 from xeoncluster.providers.aws.images import BAKE_ROOT_GIB
+from xeoncluster.providers.base import LaunchRequest
 
 
 @pytest.fixture
@@ -76,7 +77,7 @@ def test_a_root_smaller_than_the_image_is_refused_before_anything_exists(xc, aws
 
 def test_growing_a_root_that_is_already_large_enough_says_so_and_modifies_nothing(provider, cluster, events, aws):
     provider.prepare(cluster, PUBLIC_KEY)
-    [node] = provider.launch(cluster, 1, None, "master", 0, root_gib=20)
+    [node] = provider.launch(LaunchRequest(cluster, 1, None, "master", 0, root_gib=20))
     aws.clear()
     cluster.aws.root_volume_gib = 20
     assert provider.grow_root(cluster, node)

@@ -6,6 +6,7 @@ from aws_helpers import PUBLIC_KEY, REGION, cluster_config
 
 from xeoncluster.core.errors import ConfigError
 from xeoncluster.providers.aws.network import default_route_targets
+from xeoncluster.providers.base import LaunchRequest
 
 
 def main_route_table(ec2, vpc_id):
@@ -33,7 +34,7 @@ def isolate(ec2, subnet_id):
 def test_private_ssh_address_still_gets_a_public_ip(provider, aws):
     cluster = cluster_config(nodes=2, ssh={"cidr": "198.51.100.0/24", "address": "private"})
     provider.prepare(cluster, PUBLIC_KEY)
-    nodes = provider.launch(cluster, 2, None, "worker", 0)
+    nodes = provider.launch(LaunchRequest(cluster, 2, None, "worker", 0))
     [request] = [p for _, op, p in aws.calls if op == "RunInstances"]
     assert request["NetworkInterfaces"][0]["AssociatePublicIpAddress"] is True
     assert all(n.ssh_host == n.private_ip for n in nodes)

@@ -5,14 +5,15 @@ import pytest
 from aws_helpers import PUBLIC_KEY, UBUNTU_AMI, cluster_config, live_state, nothing_left
 
 from xeoncluster.core.errors import ProviderError
+from xeoncluster.providers.base import LaunchRequest
 
 
 def test_terminate_by_tag_with_a_fresh_provider(make_provider, ec2):
     cluster = cluster_config(nodes=4)
     first = make_provider()
     first.prepare(cluster, PUBLIC_KEY)
-    first.launch(cluster, 1, None, "master", 0)
-    first.launch(cluster, 3, None, "worker", 1)
+    first.launch(LaunchRequest(cluster, 1, None, "master", 0))
+    first.launch(LaunchRequest(cluster, 3, None, "worker", 1))
     stopped = first.nodes(cluster)[1].id
     ec2.stop_instances(InstanceIds=[stopped])
 
@@ -29,7 +30,7 @@ def test_terminate_leaves_other_clusters_alone(provider, ec2):
     mine, theirs = cluster_config(name="mine", nodes=2), cluster_config(name="theirs", nodes=2)
     for c in (mine, theirs):
         provider.prepare(c, PUBLIC_KEY)
-        provider.launch(c, 2, None, "worker", 0)
+        provider.launch(LaunchRequest(c, 2, None, "worker", 0))
     provider.terminate(mine)
     assert nothing_left(live_state(ec2, "mine"))
     left = live_state(ec2, "theirs")
@@ -69,7 +70,7 @@ def test_security_group_delete_retries_dependency_violation(provider, ec2, event
     from moto.ec2.models import EC2Backend
     cluster = cluster_config()
     provider.prepare(cluster, PUBLIC_KEY)
-    provider.launch(cluster, 1, None, "master", 0)
+    provider.launch(LaunchRequest(cluster, 1, None, "master", 0))
     slept = []
     provider.sleep = slept.append
     monkeypatch.setattr(EC2Backend, "delete_security_group", dependency_violation(3))
@@ -94,7 +95,7 @@ def test_security_group_delete_gives_up_with_a_hint(provider, monkeypatch):
 def test_terminate_failure_is_a_provider_error(provider, aws):
     cluster = cluster_config()
     provider.prepare(cluster, PUBLIC_KEY)
-    provider.launch(cluster, 1, None, "master", 0)
+    provider.launch(LaunchRequest(cluster, 1, None, "master", 0))
     aws.fail("TerminateInstances", "UnauthorizedOperation")
     with pytest.raises(ProviderError, match="UnauthorizedOperation"):
         provider.terminate(cluster)
@@ -104,7 +105,7 @@ def test_terminate_failure_is_a_provider_error(provider, aws):
 def test_terminate_where_placement_groups_are_not_implemented(provider, ec2, aws, events, code):
     cluster = cluster_config(nodes=2)
     provider.prepare(cluster, PUBLIC_KEY)
-    provider.launch(cluster, 2, None, "worker", 0)
+    provider.launch(LaunchRequest(cluster, 2, None, "worker", 0))
     aws.fail("DescribePlacementGroups", code, times=99)
     removed = provider.terminate(cluster)
     assert removed.items["placement_group"] == [] and len(removed.items["instances"]) == 2

@@ -9,6 +9,7 @@ from xeoncluster.cluster.command_context import CommandContext, make_context
 from xeoncluster.cluster.state import StateDir
 from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.core.progress import Reporter
+from xeoncluster.providers.abilities import HasOwners
 from xeoncluster.providers.config import load_config
 
 
@@ -20,6 +21,7 @@ def agent_context(cluster: str) -> CommandContext:
     ctx = make_context(load_config(None, record.config))
     # What the agent launches belongs to the user who made the cluster, not to the master's role (a
     # cluster made before owners were recorded has none, and its launches carry no owner tag).
-    ctx.provider.act_for(record.owner or "")
+    if isinstance(ctx.provider, HasOwners):
+        ctx.provider.act_for(record.owner or "")
     ctx.reporter = Reporter(stream=sys.stderr, fancy=False)
     return ctx

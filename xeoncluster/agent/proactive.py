@@ -17,7 +17,8 @@ from xeoncluster.cluster.state import ClusterRecord
 from xeoncluster.operations.launch_ceiling import check_ceiling
 from xeoncluster.operations.repair import recorded_base, recorded_image
 from xeoncluster.operations.up_nodes import add_nodes, check_mesh, playbook_runner, write_cluster_files
-from xeoncluster.providers.base import Node
+from xeoncluster.providers.base import LaunchRequest, Node
+from xeoncluster.providers.node_kinds import Role
 from xeoncluster.remote.shell import NodeShell
 
 
@@ -53,12 +54,12 @@ class Replacement:
 
     def _launch(self, shell: NodeShell) -> Node:
         ctx, record = self.ctx, self.record
-        index = max(int(n.name.removeprefix("node")) for n in record.node_list()) + 1
+        index = max(n.index for n in record.node_list()) + 1
         master = record.node_list()[0]
         with ctx.reporter.step(f"launch node{index} to replace {self.old.name} ahead of its loss"):
             check_ceiling(ctx, record, 1, replacing=1)
-            [new] = ctx.provider.launch(ctx.config, 1, recorded_image(record), "worker", index, near=master,
-                                        base=recorded_base(record))
+            [new] = ctx.provider.launch(LaunchRequest(ctx.config, 1, recorded_image(record), Role.WORKER, index,
+                                                      near=master, base=recorded_base(record)))
             add_nodes(ctx, record, [new], shell)
             if recorded_image(record) is None:
                 playbook_runner(ctx, shell).run_all(load_playbooks(), [new], ctx.reporter.detail)

@@ -16,6 +16,7 @@ from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.cluster.state import ClusterRecord
 from xeoncluster.job.train_plan import LaunchPlan
 from xeoncluster.node.events.events import NoticeEvent, StoppedEvent
+from xeoncluster.providers.abilities import remove_node
 from xeoncluster.providers.base import Node
 from xeoncluster.remote.shell import NodeShell
 from xeoncluster.runs.record import Restart
@@ -80,7 +81,7 @@ class Recovery:
         critical path. Not a daemon thread: the agent waits for it before it exits."""
         def remove() -> None:
             try:
-                self.ctx.provider.remove_node(self.ctx.config, node)
+                remove_node(self.ctx.provider, self.ctx.config, node)
             except Exception as exc:  # noqa: BLE001 - EC2 reclaims it anyway; `down` finds it by tag otherwise
                 self.ctx.reporter.warn(f"could not remove {node.name} ({node.id}): {exc}")
         threading.Thread(target=remove, name=f"xc-remove-{node.name}").start()

@@ -25,6 +25,7 @@ from xeoncluster.job.train_plan import LaunchPlan
 from xeoncluster.job.train_request import ScriptRequest
 from xeoncluster.node.events.events import RunEvent
 from xeoncluster.node.events.trackers import TENSORBOARD_DIR
+from xeoncluster.providers.abilities import AgentOnMaster
 from xeoncluster.remote.shell import NodeShell
 from xeoncluster.runs.record import RunFiles, RunState
 from xeoncluster.runs.stored_checkpoints import download_checkpoint, durable_steps
@@ -56,7 +57,7 @@ class RunStorage:
         if location is None:
             return
         run_dir = RemoteLayout(plan.home).run_dir(plan.run)
-        self.source = OnMaster(Path(run_dir)) if self.ctx.provider.agent_on_master else \
+        self.source = OnMaster(Path(run_dir)) if isinstance(self.ctx.provider, AgentOnMaster) else \
             OverSsh(shell, plan.nodes[0], run_dir)
         storage = self.ctx.provider.open_storage(location)
         self.sync = StorageSync(storage, self.ctx.config.name, plan.run, self.source,

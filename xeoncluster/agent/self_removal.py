@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.cluster.removals import Removal, store_removal
 from xeoncluster.operations import down
+from xeoncluster.providers.abilities import AgentOnMaster, remove_node
 from xeoncluster.runs import client
 from xeoncluster.runs.host import AgentHost
 
@@ -29,7 +30,7 @@ class SelfRemoval:
         self.ctx, self.host, self.report = ctx, host, report
 
     def remove(self, by: str, detail: str) -> Removal:
-        if self.ctx.provider.agent_on_master:
+        if isinstance(self.ctx.provider, AgentOnMaster):
             return self._remove(by, detail)
         # Here the CLI's commands hold the same lock: a `train` being submitted puts the removal off.
         with self.ctx.state.lock(f"the {by} removal of the cluster"):
@@ -48,7 +49,7 @@ class SelfRemoval:
                 store_removal(self.ctx.provider.open_storage(record.storage), removal)
             except Exception as exc:  # noqa: BLE001 - the cluster must go even when storage does not answer
                 self.report(f"could not record the removal in {record.storage.url} ({type(exc).__name__}: {exc})")
-        if self.ctx.provider.agent_on_master:
+        if isinstance(self.ctx.provider, AgentOnMaster):
             self._terminate_instances()
         else:
             down.remove_cluster(self.ctx, by=by, detail=detail)
@@ -81,10 +82,10 @@ class SelfRemoval:
 
     def _terminate_instances(self) -> None:
         nodes = self.ctx.provider.nodes(self.ctx.config, priced=False)
-        workers = [n for n in nodes if n.role != "master"]
+        workers = [n for n in nodes if not n.is_master]
         with ThreadPoolExecutor(max_workers=8) as pool:
-            for removed in pool.map(lambda node: self.ctx.provider.remove_node(self.ctx.config, node), workers):
+            for removed in pool.map(lambda node: remove_node(self.ctx.provider, self.ctx.config, node), workers):
                 self.report(f"terminated {', '.join(removed.items.get('instances', [])) or 'nothing (already gone)'}")
-        for master in (n for n in nodes if n.role == "master"):
+        for master in (n for n in nodes if n.is_master):
             self.report(f"terminating the master {master.id}, where this agent runs")
-            self.ctx.provider.remove_node(self.ctx.config, master)
+            remove_node(self.ctx.provider, self.ctx.config, master)

@@ -19,6 +19,8 @@ from xeoncluster.commands import status as status_cmd
 from xeoncluster.commands.up import up as up_cmd
 from xeoncluster.core.errors import NoStateError, XeonClusterError
 from xeoncluster.operations import down as down_cmd
+from xeoncluster.providers.abilities import HasOwners
+from xeoncluster.providers.node_kinds import Market
 
 
 def launch_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -27,7 +29,8 @@ def launch_options(func: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--nodes", type=int, help="total number of nodes, master included (1-256)"),
         click.option("--image", help="auto (bake once, then reuse), none (configure every node), or an image id"),
         click.option("--stack", type=click.Choice(["stock", "intel"]), help="software stack (ami/stacks.yaml)"),
-        click.option("--market", type=click.Choice(["spot", "on-demand"]), help="AWS purchasing option"),
+        click.option("--market", type=click.Choice([Market.SPOT.value, Market.ON_DEMAND.value]),
+                     help="AWS purchasing option"),
         click.option("--instance-type", "instance_types", multiple=True,
                      help="instance type; repeat for fallbacks"),
     ]
@@ -84,7 +87,7 @@ def down(ctx: click.Context, purge_images: bool, force: bool, owner: str | None,
     """
     try:
         context = command_context(ctx, opts, locate=True)
-        if owner is not None:
+        if owner is not None and isinstance(context.provider, HasOwners):
             context.provider.act_for(owner)
     except NoStateError as exc:
         down_cmd.forget(exc.name)

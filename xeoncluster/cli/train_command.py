@@ -19,6 +19,7 @@ from xeoncluster.core.stacks import get_stack
 from xeoncluster.job import sweep
 from xeoncluster.job.train_plan import DEFAULT_MODEL, TASKS, check_request, dry_run_plan, parse_env
 from xeoncluster.job.train_request import DEFAULT_STALL_MINUTES, SCRIPT_TASK, AnyRequest, ScriptRequest, TaskRequest
+from xeoncluster.providers.abilities import machine_topology, placement
 from xeoncluster.providers.registry import spec_for, storage_forms
 
 # What the built-in tasks alone take: a script brings its own model, data and arguments.
@@ -136,8 +137,8 @@ def _plan_without_cluster(context: CommandContext, request: AnyRequest, instance
     config = context.config
     stack = get_stack(config.stack)
     check_request(request, stack)
-    kind = instance_type or context.provider.placement(config).instance_type
-    topology = context.provider.machine_topology(kind)
+    kind = instance_type or placement(context.provider, config).instance_type
+    topology = machine_topology(context.provider, kind)
     render.launch_plan(dry_run_plan(request, stack, topology, kind, config.nodes if nodes is None else nodes,
                                     config.ssh.user or spec_for(config.provider).default_user))
 

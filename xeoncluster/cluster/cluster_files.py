@@ -70,7 +70,7 @@ def known_hosts(entries: list[tuple[Node, str]], address: str = "ssh_host") -> s
 
 def hostfile(nodes: list[Node]) -> str:
     """Intel MPI's -f file: the master first, so rank 0 lands on it."""
-    ordered = sorted(_checked(nodes), key=lambda n: (n.role != "master", int(n.name[4:])))
+    ordered = sorted(_checked(nodes), key=lambda n: (not n.is_master, n.index))
     return "".join(f"{node.name}\n" for node in ordered)
 
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from xeoncluster.cluster.playbook import playbook_paths
 from xeoncluster.core.errors import ConfigError
 from xeoncluster.core.stacks import Stack
+from xeoncluster.providers.abilities import BakesInBackground, base_image
 from xeoncluster.providers.base import Image, PendingImage
 
 if TYPE_CHECKING:
@@ -110,7 +111,7 @@ def describe_pending(pending: PendingImage, now: float) -> str:
 
 def decide_image(cluster: ClusterConfig, provider: Provider, stack: Stack) -> ImagePlan:
     """Read-only. A bad image id fails here, before anything exists."""
-    base = provider.base_image(cluster)
+    base = base_image(provider, cluster)
     key = image_key(base.id, stack) if base.id else None
     if cluster.image == "none":
         return ImagePlan(key, None, ImageAction.NONE, base.id, base.note)
@@ -123,6 +124,7 @@ def decide_image(cluster: ClusterConfig, provider: Provider, stack: Stack) -> Im
     found = provider.find_image(key) if key else None
     if found:
         return ImagePlan(key, found, ImageAction.REUSE, base.id, base.note)
-    in_background = cluster.image_strategy == "parallel" and provider.bakes_in_background
-    pending = provider.pending_image(key) if key else None
+    background = provider if isinstance(provider, BakesInBackground) else None
+    in_background = cluster.image_strategy == "parallel" and background is not None
+    pending = background.pending_image(key) if key and background is not None else None
     return ImagePlan(key, None, ImageAction.BAKE, base.id, base.note, in_background=in_background, pending=pending)

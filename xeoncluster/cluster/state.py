@@ -16,7 +16,8 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator
 
 from xeoncluster.core.errors import BusyError, ConfigError, XeonClusterError
-from xeoncluster.providers.base import Image, Node
+from xeoncluster.providers.base import Image
+from xeoncluster.providers.node_kinds import Node, master_of
 from xeoncluster.storage.base import StorageLocation
 from xeoncluster.wire.contract import Versioned
 
@@ -78,6 +79,10 @@ class ClusterRecord(Versioned):
 
     def node_list(self) -> list[Node]:
         return list(self.nodes)
+
+    @property
+    def master(self) -> Node | None:
+        return master_of(self.nodes)
 
     def set_nodes(self, nodes: list[Node]) -> None:
         self.nodes = list(nodes)

@@ -18,6 +18,7 @@ from xeoncluster.cluster.cluster_files import known_hosts, preferred_key, read_k
 from xeoncluster.cluster.state import ClusterRecord, StateDir, atomic_write
 from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.core.progress import Reporter
+from xeoncluster.providers.abilities import AgentOnMaster, host_keys
 from xeoncluster.providers.base import Node, Provider
 from xeoncluster.providers.config import ClusterConfig
 from xeoncluster.providers.registry import spec_for
@@ -36,7 +37,7 @@ class ClusterView(Protocol):
 
 
 def refresh(ctx: ClusterView, record: ClusterRecord) -> ClusterRecord:
-    if not ctx.provider.agent_on_master or not record.nodes:
+    if not isinstance(ctx.provider, AgentOnMaster) or not record.nodes:
         return record
     try:
         listed = ctx.provider.nodes(ctx.config, priced=False)
@@ -45,7 +46,7 @@ def refresh(ctx: ClusterView, record: ClusterRecord) -> ClusterRecord:
     known = {n.name: n.id for n in record.node_list()}
     if {(n.name, n.id) for n in listed} == set(known.items()):
         return record
-    master = next((n for n in record.node_list() if n.role == "master"), None)
+    master = record.master
     live = _trusted(ctx, _owned(ctx, listed, record.owner), known, master)
     if master is None or master.name not in live or live[master.name].id != master.id:
         return record  # no master: no agent at work; `status` and `up` say what is gone
@@ -53,7 +54,7 @@ def refresh(ctx: ClusterView, record: ClusterRecord) -> ClusterRecord:
     keys = _keys(ctx, live, known, pins)
     lost = _still_lost(record, live, len(keys), pins)
     keys |= {n.name: pins[n.name] for n in lost}
-    nodes = sorted([live[name] for name in keys if name in live] + lost, key=lambda n: int(n.name[4:]))
+    nodes = sorted([live[name] for name in keys if name in live] + lost, key=lambda n: n.index)
     record.set_nodes(nodes)
     record.replaced = sorted(set(record.replaced) | {n.name for n in nodes if known.get(n.name) != n.id})
     atomic_write(ctx.state.known_hosts, known_hosts([(n, keys[n.name]) for n in nodes]))
@@ -90,10 +91,10 @@ def _trusted(ctx: ClusterView, listed: list[Node], known: dict[str, str], master
     id_rule = spec_for(ctx.config.provider).instance_id
     source = f"the provider's list of {ctx.config.name}'s nodes"
     by_name: dict[str, list[Node]] = {}
-    for node in (n for n in listed if n.state == "running"):  # a pending one has no address yet
+    for node in (n for n in listed if n.state.is_running()):  # a pending one has no address yet
         try:
             untrusted.node(node, source, id_rule)
-            if (node.role == "master") != (master is not None and node.id == master.id):
+            if node.is_master != (master is not None and node.id == master.id):
                 raise untrusted.refused(source, f"{node.name}'s role", node.role, "not the master this machine made")
         except untrusted.Refused as exc:
             ctx.reporter.warn(f"{exc.message}; left out")
@@ -117,7 +118,7 @@ def _keys(ctx: ClusterView, live: dict[str, Node], known: dict[str, str], pins: 
         if known.get(name) == node.id and name in pins:
             keys[name] = pins[name]
             continue
-        offered = [k for k in ctx.provider.host_keys(node) if untrusted.HOST_KEY.fullmatch(k)]
+        offered = [k for k in host_keys(ctx.provider, node) if untrusted.HOST_KEY.fullmatch(k)]
         if offered:
             keys[name] = preferred_key(offered)
         else:

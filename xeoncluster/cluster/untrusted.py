@@ -20,9 +20,10 @@ from pydantic import Field
 from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.job.train_plan import RUN_NAME
 from xeoncluster.providers.base import Node
+from xeoncluster.providers.node_kinds import Role
 
 NODE_NAME = re.compile(r"node\d{1,4}")
-ROLES = ("master", "worker")
+ROLES = tuple(Role)
 HOST_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 HOSTNAME = re.compile(rf"(?=.{{1,253}}\Z){HOST_LABEL}(?:\.{HOST_LABEL})*\.?")
 KEY_TYPES = ("ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",

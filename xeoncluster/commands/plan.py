@@ -11,15 +11,18 @@ from typing import Any
 from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.cluster.image import ImageAction, ImagePlan, decide_image
 from xeoncluster.core.stacks import get_stack
+from xeoncluster.providers.abilities import PlansMachines, PlansResources, PricesNodes
+from xeoncluster.providers.abilities import placement as planned_placement
 from xeoncluster.providers.base import Placement, PlannedResource, PriceQuote
+from xeoncluster.providers.node_kinds import Market, Role
 
 
 @dataclass(frozen=True)
 class PlannedInstances:
-    role: str
+    role: Role
     count: int
     instance_type: str
-    market: str
+    market: Market | str
     image: str
     usd_per_hour: float | None
 
@@ -56,11 +59,12 @@ def run(ctx: CommandContext) -> Plan:
     checks = provider.preflight(cfg, for_plan=True)
     stack = get_stack(cfg.stack)
     image = decide_image(cfg, provider, stack)
-    prices = provider.prices(cfg)
-    placement = provider.placement(cfg)
+    prices = provider.prices(cfg) if isinstance(provider, PricesNodes) else {}
+    placement = planned_placement(provider, cfg)
     groups = instance_groups(cfg.nodes, placement, image, prices)
-    notes = provider.plan_notes(cfg) + tuple(checks)
-    resources = (*provider.planned_resources(cfg), planned_storage(ctx))
+    notes = (provider.plan_notes(cfg) if isinstance(provider, PlansMachines) else ()) + tuple(checks)
+    resources = (*(provider.planned_resources(cfg) if isinstance(provider, PlansResources) else []),
+                 planned_storage(ctx))
     return Plan(cfg.name, provider.name, placement.region, cfg.nodes, resources, groups,
                 image, PlannedStack(stack.name, stack.backend, stack.packages), total_per_hour(groups, bool(prices)),
                 prices, notes)
@@ -81,9 +85,9 @@ def instance_groups(nodes: int, placement: Placement, image: ImagePlan,
     worker_image = "baked from node0" if bakes else image.image.id if image.image else base
     quote = prices.get(placement.instance_type)
     groups = (
-        PlannedInstances("master", 1, placement.instance_type, placement.master_market, master_image,
+        PlannedInstances(Role.MASTER, 1, placement.instance_type, placement.master_market, master_image,
                          quote.for_market(placement.master_market) if quote else None),
-        PlannedInstances("worker", nodes - 1, placement.instance_type, placement.worker_market, worker_image,
+        PlannedInstances(Role.WORKER, nodes - 1, placement.instance_type, placement.worker_market, worker_image,
                          quote.for_market(placement.worker_market) if quote else None),
     )
     return tuple(g for g in groups if g.count)

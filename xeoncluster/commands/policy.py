@@ -8,6 +8,7 @@ from typing import Any
 
 from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.core.errors import ConfigError
+from xeoncluster.providers.abilities import account_id
 from xeoncluster.providers.registry import specs
 from xeoncluster.providers.spec import ProviderSpec
 
@@ -35,7 +36,7 @@ def policy(spec: ProviderSpec, ctx: CommandContext | None, account: str | None, 
     if account is None:
         if ctx is None:
             raise ConfigError("no account to print the policy for", hint="pass --account ID")
-        account = ctx.provider.account_id()
+        account = account_id(ctx.provider)
     module, _, function = spec.access_documents.partition(":")
     document, how = getattr(importlib.import_module(module), function)(account, boundary)
     return PrintedPolicy(account, document, how)

@@ -11,6 +11,7 @@ from xeoncluster.cluster.state import ClusterRecord
 from xeoncluster.cluster.state_refresh import refresh
 from xeoncluster.commands.self_removed import removed, what_remains
 from xeoncluster.core.errors import XeonClusterError
+from xeoncluster.providers.abilities import AgentOnMaster
 from xeoncluster.providers.base import Node
 from xeoncluster.runs import client, watch_client
 from xeoncluster.runs.record import RunRecord
@@ -47,7 +48,7 @@ def run(ctx: CommandContext) -> StatusResult:
     if record is not None and record.nodes:
         record = refresh(ctx, record)  # nodes the master's agent replaced
     nodes = ctx.provider.nodes(ctx.config)
-    running = [n for n in nodes if n.state == "running"]
+    running = [n for n in nodes if n.state.is_running()]
     reach = _reachability(ctx, running) if running and ctx.state.known_hosts.exists() else {}
     replaced = _replaced(ctx)
     rows = tuple(NodeStatus(n, *reach.get(n.name, (False, n.state)), replaced=n.name in replaced) for n in nodes)
@@ -59,7 +60,7 @@ def run(ctx: CommandContext) -> StatusResult:
 
 def _autostop(ctx: CommandContext, record: ClusterRecord | None, rows: tuple[NodeStatus, ...]) -> str:
     """When the cluster removes itself, and how idle it is, as its watch agent last saw it."""
-    master = next((r for r in rows if r.node.role == "master"), None)
+    master = next((r for r in rows if r.node.is_master), None)
     if record is None or not record.nodes or master is None or not master.answers:
         return ""
     shell = ctx.shell()
@@ -87,8 +88,8 @@ def _active_run(ctx: CommandContext, record: ClusterRecord | None,
                 rows: tuple[NodeStatus, ...]) -> tuple[RunRecord | None, tuple[str, ...]]:
     if record is None or not record.nodes:
         return None, ()
-    master = next((r for r in rows if r.node.role == "master"), None)
-    if ctx.provider.agent_on_master and (master is None or not master.answers):
+    master = next((r for r in rows if r.node.is_master), None)
+    if isinstance(ctx.provider, AgentOnMaster) and (master is None or not master.answers):
         return None, (f"the master (node0) does not answer, so neither does its run agent: `xeoncluster up --name "
                       f"{ctx.config.name}` repairs the cluster, then `xeoncluster train ... --run RUN --resume`",)
     return client.active_or_none(ctx, record), ()

@@ -26,6 +26,7 @@ from xeoncluster.node.tasks.glue_data import (
 )
 from xeoncluster.providers.base import Node
 from xeoncluster.providers.config import StorageSettings
+from xeoncluster.providers.node_kinds import Market, Role
 from xeoncluster.providers.registry import storage_forms
 from xeoncluster.topology import CpuTopology, RankPlan, mpirun_command, plan_ranks, render_command
 from xeoncluster.wire.layout import NODE_MODULE, PACKAGE_ROOT, RemoteLayout
@@ -267,7 +268,7 @@ def dry_run_plan(request: AnyRequest, stack: Stack, topology: CpuTopology, insta
         raise ConfigError(f"--nodes must be between 1 and 256 (got {node_count})")
     home = "/root" if user == "root" else f"/home/{user}"
     nodes = [Node(name=f"node{i}", id="(planned)", private_ip="<node0-private-ip>" if i == 0 else "", ssh_host="",
-                  role="master" if i == 0 else "worker", market="", instance_type=instance_type)
+                  role=Role.MASTER if i == 0 else Role.WORKER, market=Market.PLANNED, instance_type=instance_type)
              for i in range(node_count)]
     data = {}
     if isinstance(request, TaskRequest):

@@ -16,9 +16,10 @@ from xeoncluster.kube.machine import Machine, machine
 from xeoncluster.kube.pod_paths import DataPaths
 from xeoncluster.kube.resources import PodShare, pod_share, pod_topology
 from xeoncluster.kube.script_job import default_image, script_program, stack_image
+from xeoncluster.providers.node_kinds import Market
 
 KINDS = ("trainjob", "pytorchjob")
-MARKETS = ("spot", "on-demand")
+MARKETS = (Market.SPOT.value, Market.ON_DEMAND.value)  # Karpenter's capacity types share their names
 DEFAULT_PVC = "xeoncluster-data"
 MAX_NODES = 256
 # A DNS label, short enough that the operators' pod, service and host names built from it
@@ -37,7 +38,7 @@ class ExportRequest:
     instance_type: str
     image: str | None  # None: the stack's image, or for a script one named after it and its workdir
     pvc: str = DEFAULT_PVC
-    market: str = "spot"
+    market: str = Market.SPOT.value
 
 
 @dataclass(frozen=True)
@@ -52,10 +53,10 @@ class Placement:
         return {INSTANCE_TYPE: self.instance_type, CAPACITY_TYPE: self.market}
 
     def tolerations(self) -> list[dict[str, str]]:
-        if self.market != "spot":
+        if self.market != Market.SPOT:
             return []
         # Clusters often taint spot nodes so that only workloads that accept losing a node land there.
-        return [{"key": CAPACITY_TYPE, "operator": "Equal", "value": "spot", "effect": "NoSchedule"}]
+        return [{"key": CAPACITY_TYPE, "operator": "Equal", "value": Market.SPOT.value, "effect": "NoSchedule"}]
 
 
 @dataclass(frozen=True)

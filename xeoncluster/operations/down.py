@@ -9,6 +9,7 @@ from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.cluster.removals import Removal, find_removal, record_removal
 from xeoncluster.cluster.state import ClusterRecord, ClusterStatus, StateDir
 from xeoncluster.core.errors import BusyError, XeonClusterError
+from xeoncluster.providers.abilities import AgentOnMaster, PurgesImages
 from xeoncluster.providers.base import Removed
 from xeoncluster.runs import client
 from xeoncluster.runs.queue_order import busy_line
@@ -71,10 +72,10 @@ def remove_cluster(ctx: CommandContext, purge_images: bool = False, by: str = "d
     _mark_removing(ctx)
     with ctx.reporter.step(f"removing cluster '{ctx.config.name}'"):
         # This machine's agents first: one must not start recovering while the nodes go away.
-        agents = [] if ctx.provider.agent_on_master else client.stop_local_agents(str(ctx.state.home),
+        agents = [] if isinstance(ctx.provider, AgentOnMaster) else client.stop_local_agents(str(ctx.state.home),
                                                                                    ctx.config.name, os.getpid())
         removed = ctx.provider.terminate(ctx.config).merge(Removed({"run agents": [str(pid) for pid in agents]}))
-        if purge_images:
+        if purge_images and isinstance(ctx.provider, PurgesImages):
             removed = removed.merge(ctx.provider.purge_images(ctx.config))
         ctx.state.remove()
     record_removal(Removal(cluster=ctx.config.name, provider=ctx.config.provider, at=time.time(), by=by,

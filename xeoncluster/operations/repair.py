@@ -14,7 +14,9 @@ from xeoncluster.cluster.state import ClusterRecord
 from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.operations.launch_ceiling import check_ceiling
 from xeoncluster.operations.up_nodes import add_nodes, check_mesh, playbook_runner, write_cluster_files
-from xeoncluster.providers.base import Image, Node
+from xeoncluster.providers.abilities import loss_reason, remove_node
+from xeoncluster.providers.base import Image, LaunchRequest
+from xeoncluster.providers.node_kinds import Node, Role, by_index
 from xeoncluster.remote.shell import NodeShell
 
 
@@ -47,8 +49,8 @@ def health(ctx: CommandContext, record: ClusterRecord, shell: NodeShell) -> list
     for node in record.node_list():
         current = live.get(node.name)
         if current is None or current.id != node.id:
-            result.append(NodeHealth(node, False, ctx.provider.loss_reason(ctx.config, node)))
-        elif current.state != "running":
+            result.append(NodeHealth(node, False, loss_reason(ctx.provider, ctx.config, node)))
+        elif not current.state.is_running():
             result.append(NodeHealth(node, False, f"{current.state}"))
         else:
             result.append(NodeHealth(node, *answers(shell, node)))
@@ -95,30 +97,30 @@ def repair(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, dead: l
 
 def _replace(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, dead: list[Node],
              result: RepairResult) -> None:
-    for node in sorted(dead, key=_index):
+    for node in by_index(dead):
         with ctx.reporter.step(f"replace {node.name}"):
-            ctx.provider.remove_node(ctx.config, node)
+            remove_node(ctx.provider, ctx.config, node)
             record.set_nodes([n for n in record.node_list() if n.name != node.name])
             ctx.state.forget_host(node.name)
             ctx.state.save(record)
             result.replaced.append(node.name)
             check_ceiling(ctx, record, 1)
-            new = ctx.provider.launch(ctx.config, 1, recorded_image(record), node.role, _index(node),
-                                      near=_master(record), base=recorded_base(record))
+            new = ctx.provider.launch(LaunchRequest(ctx.config, 1, recorded_image(record), node.role, node.index,
+                                      near=record.master, base=recorded_base(record)))
             add_nodes(ctx, record, new, shell)
-            record.set_nodes(sorted(record.node_list(), key=_index))
+            record.set_nodes(by_index(record.node_list()))
 
 
 def _grow(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, grow_to: int, result: RepairResult) -> None:
     count = grow_to - len(record.nodes)
     if count <= 0:
         return
-    first = max(_index(n) for n in record.node_list()) + 1
+    first = max(n.index for n in record.node_list()) + 1
     with ctx.reporter.step(f"add {count} worker(s)"):
         result.added.extend(f"node{first + i}" for i in range(count))
         check_ceiling(ctx, record, count, size=grow_to)
-        new = ctx.provider.launch(ctx.config, count, recorded_image(record), "worker", first, near=_master(record),
-                                  base=recorded_base(record))
+        new = ctx.provider.launch(LaunchRequest(ctx.config, count, recorded_image(record), Role.WORKER, first,
+                                                near=record.master, base=recorded_base(record)))
         add_nodes(ctx, record, new, shell)
 
 
@@ -133,7 +135,7 @@ def _configure_new(ctx: CommandContext, record: ClusterRecord, shell: NodeShell,
 def _remove_new(ctx: CommandContext, record: ClusterRecord, names: list[str]) -> None:
     for node in [n for n in record.node_list() if n.name in names]:
         try:
-            ctx.provider.remove_node(ctx.config, node)
+            remove_node(ctx.provider, ctx.config, node)
         except Exception as exc:  # noqa: BLE001 - the original failure matters more; `down` finds the rest
             ctx.reporter.log(f"could not remove {node.name} after a failed repair: {exc}")
         record.set_nodes([n for n in record.node_list() if n.name != node.name])
@@ -147,10 +149,3 @@ def recorded_image(record: ClusterRecord) -> Image | None:
 def recorded_base(record: ClusterRecord) -> str | None:
     return record.image.base if record.image else None
 
-
-def _master(record: ClusterRecord) -> Node | None:
-    return next((n for n in record.node_list() if n.role == "master"), None)
-
-
-def _index(node: Node) -> int:
-    return int(node.name.removeprefix("node"))

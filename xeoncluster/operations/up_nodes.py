@@ -12,6 +12,7 @@ from xeoncluster.cluster.playbook import PlaybookRunner
 from xeoncluster.cluster.state import ClusterRecord, atomic_write
 from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.core.stacks import get_stack
+from xeoncluster.providers.abilities import host_keys
 from xeoncluster.providers.base import Node
 from xeoncluster.remote.shell import NodeShell, RemoteFile
 from xeoncluster.wire.layout import HOSTFILE, KNOWN_HOSTS, MASTER_KEY, SSH_CONFIG, VENV, home_relative
@@ -36,7 +37,7 @@ def pin_host_keys(ctx: CommandContext, nodes: list[Node], shell: NodeShell) -> N
     for node in nodes:
         key = known.get(node.name)
         if key is None:
-            offered = ctx.provider.host_keys(node)
+            offered = host_keys(ctx.provider, node)
             key = preferred_key(offered) if offered else shell.scan_host_key(node)
         entries.append((node, key))
     atomic_write(ctx.state.known_hosts, cluster_files.known_hosts(entries))

@@ -16,6 +16,7 @@ from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.cluster.state import ClusterRecord
 from xeoncluster.core.errors import RemoteError, TrainingError, XeonClusterError
 from xeoncluster.core.paths import master_files, package_dir
+from xeoncluster.providers.abilities import AgentOnMaster
 from xeoncluster.providers.base import Node
 from xeoncluster.providers.registry import spec_for
 from xeoncluster.remote.command import HomePath, all_of, remote_command
@@ -35,7 +36,7 @@ START_TIMEOUT = 60.0
 
 def host_for(ctx: CommandContext, shell: NodeShell, record: ClusterRecord, warn: bool = False) -> AgentHost:
     """The agent's host; `warn`: say in one line when the agent there is older than this CLI."""
-    if not ctx.provider.agent_on_master:
+    if not isinstance(ctx.provider, AgentOnMaster):
         return LocalHost(str(ctx.state.home), sys.executable)
     master = record.node_list()[0]
     probe = shell.run([master], f"echo $HOME; cat {VERSION_FILE} 2>/dev/null || true")[master.name]

@@ -11,6 +11,7 @@ from xeoncluster.cluster.state import ClusterRecord
 from xeoncluster.core.errors import ConfigError
 from xeoncluster.job.train_plan import check_run_name
 from xeoncluster.job.train_request import TrainRequest
+from xeoncluster.providers.abilities import AgentOnMaster
 from xeoncluster.providers.config import NAME_PATTERN
 from xeoncluster.runs.stored_checkpoints import durable_steps
 from xeoncluster.storage.base import MANIFEST, StorageLocation
@@ -20,7 +21,7 @@ def run_storage(ctx: CommandContext, request: TrainRequest, record: ClusterRecor
     """`--storage` wins over the config; either is checked (and an `auto` bucket made) here."""
     url = request.storage or ctx.config.storage.url
     location = ctx.provider.storage_location(ctx.config, url, ctx.state.home / "storage", create=True)
-    if ctx.provider.agent_on_master and location != record.storage:
+    if isinstance(ctx.provider, AgentOnMaster) and location != record.storage:
         # The master's role reaches only its own prefix: point it at this storage.
         image_key = record.image.key if record.image else None
         ctx.provider.prepare_agent_access(ctx.config, None, image_key, location)

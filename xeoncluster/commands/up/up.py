@@ -36,7 +36,18 @@ from xeoncluster.operations.up_nodes import (
     run_on_master,
     write_cluster_files,
 )
-from xeoncluster.providers.base import Image, Network, Node
+from xeoncluster.providers.abilities import (
+    AgentOnMaster,
+    HasOwners,
+    LaunchesTogether,
+    SizesDisks,
+    bake_root_gib,
+    remove_node,
+    root_gib,
+    start_bake,
+)
+from xeoncluster.providers.base import Image, LaunchRequest, Network, Node
+from xeoncluster.providers.node_kinds import Role
 from xeoncluster.remote.shell import NodeShell
 from xeoncluster.runs.watch_client import keep_watch
 
@@ -100,7 +111,7 @@ def _create(ctx: CommandContext, notes: list[str], image: ImagePlan, keep_on_fai
             bake_lock: BakeLock) -> UpResult:
     cfg, state, reporter = ctx.config, ctx.state, ctx.reporter
     record = ClusterRecord(name=cfg.name, provider=cfg.provider, config=cfg.model_dump(mode="json"),
-                           owner=ctx.provider.owner())
+                           owner=ctx.provider.owner() if isinstance(ctx.provider, HasOwners) else None)
     state.save(record)
     forget_removal(cfg.name)  # the name is in use again
     reporter.attach_log(state.new_log("up"))
@@ -143,13 +154,13 @@ class UpSteps:
                              (f"image: {self.image.action.value}", self.use_image),
                              ("launch master", self.launch_master)]
         steps.insert(1, ("run storage", self.run_storage))
-        if self.ctx.provider.agent_on_master:
+        if isinstance(self.ctx.provider, AgentOnMaster):
             steps.insert(2, ("the master's role for its run agent", self.agent_access))
         workers = [(f"launch {nodes - 1} worker(s)", self.launch_workers)] if nodes > 1 else []
         if self._launch_together():
             steps[-1] = (f"launch master and {nodes - 1} worker(s)", self.launch_all)
             workers = []
-        grow = [(f"grow the master's disk to {self.ctx.provider.root_gib(self.ctx.config)} GiB", self.grow_master)] \
+        grow = [(f"grow the master's disk to {root_gib(self.ctx.provider, self.ctx.config)} GiB", self.grow_master)] \
             if self._grown_root() else []
         if self._in_background():
             # Every node starts from the base and is configured at once; the image is only for later ups.
@@ -172,7 +183,8 @@ class UpSteps:
         """No playbook runs between the master's launch and the workers' (the image is ready, or every
         node is configured at once): they boot at the same time, where the provider can."""
         ready = self.image.action in (ImageAction.REUSE, ImageAction.GIVEN, ImageAction.NONE) or self._in_background()
-        return self.ctx.config.nodes > 1 and ready and self.ctx.provider.launches_together(self.ctx.config)
+        return self.ctx.config.nodes > 1 and ready and isinstance(self.ctx.provider, LaunchesTogether) \
+            and self.ctx.provider.launches_together(self.ctx.config)
 
     def _in_background(self) -> bool:
         """image_strategy: parallel, where the cloud can finish an image while the node works on."""
@@ -192,9 +204,10 @@ class UpSteps:
         self.ctx.reporter.detail(f"runs are kept in {self.record.storage.url}")
 
     def agent_access(self) -> None:
-        created = self.ctx.provider.prepare_agent_access(self.ctx.config, self.network, self.image.key,
-                                                         self.record.storage)
-        self.record.add_resources("role", created)
+        provider = self.ctx.provider
+        if isinstance(provider, AgentOnMaster):  # the step is planned only then
+            created = provider.prepare_agent_access(self.ctx.config, self.network, self.image.key, self.record.storage)
+            self.record.add_resources("role", created)
 
     def use_image(self) -> None:
         self.ctx.reporter.detail(self.image.describe())
@@ -202,20 +215,20 @@ class UpSteps:
 
     def launch_master(self) -> None:
         # A snapshot can't be restored onto a smaller disk: bake from a small one, grow it afterwards.
-        root = self.ctx.provider.bake_root_gib if self._grown_root() else None
+        root = bake_root_gib(self.ctx.provider) if self._grown_root() else None
         # One node only: the role (and on AWS the master's instance profile) goes to node0 alone.
-        nodes = self.ctx.provider.launch(self.ctx.config, 1, self.image.image, "master", 0, self.network,
-                                         root_gib=root)
+        nodes = self.ctx.provider.launch(LaunchRequest(self.ctx.config, 1, self.image.image, Role.MASTER, 0,
+                                                       self.network, root_gib=root))
         add_nodes(self.ctx, self.record, nodes, self.shell)
 
     def _grown_root(self) -> bool:
-        small = self.ctx.provider.bake_root_gib
-        wanted = self.ctx.provider.root_gib(self.ctx.config)
+        small = bake_root_gib(self.ctx.provider)
+        wanted = root_gib(self.ctx.provider, self.ctx.config)
         return self.image.action is ImageAction.BAKE and small is not None and wanted is not None and wanted > small
 
     def grow_master(self) -> None:
         master = self.record.node_list()[0]
-        if self.ctx.provider.grow_root(self.ctx.config, master):
+        if isinstance(self.ctx.provider, SizesDisks) and self.ctx.provider.grow_root(self.ctx.config, master):
             run_on_master(self.ctx, master, self.shell, GROW_ROOT_FS, "growing the master's root filesystem")
 
     def configure(self) -> None:
@@ -237,8 +250,8 @@ class UpSteps:
 
     def bake_in_background(self) -> None:
         master = self.record.node_list()[0]
-        image_id = self._with_identity_set_aside(master, lambda restore: self.ctx.provider.start_bake(
-            self.ctx.config, master, str(self.image.key), on_snapshot=restore,
+        image_id = self._with_identity_set_aside(master, lambda restore: start_bake(
+            self.ctx.provider, self.ctx.config, master, str(self.image.key), on_snapshot=restore,
             configure_seconds=self.configure_seconds))
         self.image = replace(self.image, background=image_id)
         self.record.image = ImageRecord(key=self.image.key, action="bake", background=image_id,
@@ -268,7 +281,8 @@ class UpSteps:
     def launch_workers(self) -> None:
         cfg = self.ctx.config
         master = self.record.node_list()[0]
-        nodes = self.ctx.provider.launch(cfg, cfg.nodes - 1, self.image.image, "worker", 1, self.network, near=master)
+        nodes = self.ctx.provider.launch(LaunchRequest(cfg, cfg.nodes - 1, self.image.image, Role.WORKER, 1,
+                                                       self.network, near=master))
         add_nodes(self.ctx, self.record, nodes, self.shell)
 
     def launch_all(self) -> None:
@@ -276,8 +290,9 @@ class UpSteps:
         # Ctrl-C reaches only this thread: the pool still finishes both launches, and the rollback
         # finds their nodes by the cluster's tag.
         with ThreadPoolExecutor(max_workers=2) as pool:
-            master = pool.submit(provider.launch, cfg, 1, self.image.image, "master", 0, self.network)
-            workers = pool.submit(provider.launch, cfg, cfg.nodes - 1, self.image.image, "worker", 1, self.network)
+            master = pool.submit(provider.launch, LaunchRequest(cfg, 1, self.image.image, Role.MASTER, 0, self.network))
+            workers = pool.submit(provider.launch,
+                                  LaunchRequest(cfg, cfg.nodes - 1, self.image.image, Role.WORKER, 1, self.network))
             wait([master, workers])
         launched = [node for future in (master, workers) if future.exception() is None for node in future.result()]
         failed = [error for error in (master.exception(), workers.exception()) if error is not None]
@@ -291,8 +306,9 @@ class UpSteps:
             self.ctx.reporter.warn(f"{len(strays)} worker(s) landed in {strays[0].zone}, not in node0's zone "
                                    f"{master_node.zone}; launching them again there")
             for node in strays:
-                provider.remove_node(cfg, node)
-            launched += provider.launch(cfg, len(strays), self.image.image, "worker", 1, self.network, near=master_node)
+                remove_node(provider, cfg, node)
+            launched += provider.launch(LaunchRequest(cfg, len(strays), self.image.image, Role.WORKER, 1, self.network,
+                                        near=master_node))
         add_nodes(self.ctx, self.record, launched, self.shell)
 
     def write_files(self) -> None:

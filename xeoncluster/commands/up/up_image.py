@@ -12,6 +12,7 @@ from dataclasses import replace
 from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.cluster.image import ImageAction, ImagePlan
 from xeoncluster.core.errors import ProviderError
+from xeoncluster.providers.abilities import BakesInBackground
 
 
 def settle(ctx: CommandContext, plan: ImagePlan) -> ImagePlan:
@@ -30,7 +31,8 @@ def settle(ctx: CommandContext, plan: ImagePlan) -> ImagePlan:
     if pending.worth_waiting(time.time()):
         budget = float(pending.configure_seconds or 0)
         reporter.info(f"image {pending.id} is being baked by an earlier up; waiting up to {budget:.0f}s for it")
-        image = ctx.provider.wait_for_image(pending.id, budget)
+        image = ctx.provider.wait_for_image(pending.id, budget) if isinstance(ctx.provider, BakesInBackground) \
+            else None
         if image is not None:
             return replace(plan, image=image, action=ImageAction.REUSE, pending=None)
     reporter.info(f"image {pending.id} is still being baked; every node starts from the base image (quicker), "

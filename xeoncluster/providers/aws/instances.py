@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError, WaiterError
 
@@ -26,9 +26,10 @@ from xeoncluster.providers.aws.clients import (
     tag_specs,
     tags_of,
 )
-from xeoncluster.providers.base import TAG_OWNER, TAG_ROLE, Node
+from xeoncluster.providers.base import TAG_OWNER, TAG_ROLE
+from xeoncluster.providers.node_kinds import Market, Node, NodeState, Role, by_index
 
-LIVE_STATES = ["pending", "running", "stopping", "stopped"]
+LIVE_STATES = [state.value for state in NodeState if state.is_live()]
 INDEX_LIMIT = 10_000  # a node's name has at most four digits (NODE_NAME in xeoncluster/cluster/untrusted.py)
 INDEX_TAG = re.compile(r"[0-9]{1,4}")
 KMS_HINT = ("if EBS encryption uses a customer-managed default KMS key, allow kms:CreateGrant, kms:Decrypt, "
@@ -47,7 +48,7 @@ CLIENT_DEATH_HINTS = {
 class Attempt:
     instance_type: str
     zone: str
-    market: str
+    market: Market
 
     def __str__(self) -> str:
         return f"{self.instance_type} {self.market} in {self.zone}"
@@ -58,7 +59,7 @@ class LaunchSpec:
     """Everything about a launch except where and what it lands on (the Attempt)."""
 
     cluster: str
-    role: str
+    role: Role
     count: int
     first_index: int
     image_id: str
@@ -96,7 +97,7 @@ def run_request(spec: LaunchSpec, attempt: Attempt, client_token: str) -> dict[s
     # index-base + AmiLaunchIndex, read back by nodes().
     tags = cluster_tags(spec.cluster, spec.role, spec.owner,
                         **{TAG_INDEX_BASE: str(spec.first_index), "Name": instance_name(spec)})
-    kinds = ["instance", "volume"] + (["spot-instances-request"] if attempt.market == "spot" else [])
+    kinds = ["instance", "volume"] + (["spot-instances-request"] if attempt.market == Market.SPOT else [])
     request: dict[str, Any] = {
         "ImageId": spec.image_id, "InstanceType": attempt.instance_type,
         "MinCount": spec.count, "MaxCount": spec.count, "KeyName": spec.key_name,
@@ -114,8 +115,8 @@ def run_request(spec: LaunchSpec, attempt: Attempt, client_token: str) -> dict[s
         request["Placement"] = {"GroupName": spec.placement_group}
     if spec.instance_profile:
         request["IamInstanceProfile"] = {"Name": spec.instance_profile}
-    if attempt.market == "spot":
-        request["InstanceMarketOptions"] = {"MarketType": "spot", "SpotOptions": {
+    if attempt.market == Market.SPOT:
+        request["InstanceMarketOptions"] = {"MarketType": Market.SPOT.value, "SpotOptions": {
             "SpotInstanceType": "one-time", "InstanceInterruptionBehavior": "terminate"}}
     return request
 
@@ -132,10 +133,10 @@ def near_zones(zones_by_type: Mapping[str, tuple[str, ...]], near: Node | None,
     return result
 
 
-def plan_attempts(instance_types: list[str], zones_by_type: dict[str, list[str]], market: str,
+def plan_attempts(instance_types: list[str], zones_by_type: dict[str, list[str]], market: Market,
                   on_demand_fallback: bool) -> list[Attempt]:
     """Next zone, then next type, then (spot only, if allowed) the same again on demand."""
-    markets = [market] + (["on-demand"] if market == "spot" and on_demand_fallback else [])
+    markets = [market] + ([Market.ON_DEMAND] if market == Market.SPOT and on_demand_fallback else [])
     return [Attempt(t, z, m) for m in markets for t in instance_types for z in zones_by_type.get(t, [])]
 
 
@@ -161,7 +162,7 @@ def launch_with_fallback(ec2: Any, spec: LaunchSpec, attempts: list[Attempt], wa
                             f"cluster's placement group is bound to: {tried}",
                             hint="retry later, add instance types, or set aws.placement_group: false")
     hint = "add instance types or zones" + (", or set aws.on_demand_fallback: true"
-                                             if attempts and attempts[0].market == "spot" else "")
+                                             if attempts and attempts[0].market == Market.SPOT else "")
     raise ProviderError(f"could not launch {spec.count} {spec.role} node(s): {tried}", hint=hint)
 
 
@@ -216,7 +217,7 @@ class StateReason:
 def state_reason(response: dict[str, Any]) -> StateReason:
     for reservation in response.get("Reservations", []):
         for inst in reservation.get("Instances", []):
-            if inst.get("State", {}).get("Name") != "running":
+            if inst.get("State", {}).get("Name") != NodeState.RUNNING:
                 raw = inst.get("StateReason", {})
                 return StateReason(str(raw.get("Code", "")), str(raw.get("Message") or inst["State"]["Name"]))
     return StateReason("", "unknown")
@@ -254,7 +255,7 @@ def to_nodes(raws: list[dict[str, Any]], address: str, warn: Callable[[str], Non
                  "left out")
         else:
             nodes.append(node)
-    return sorted(nodes, key=node_index)
+    return by_index(nodes)
 
 
 def launch_index(raw: dict[str, Any]) -> int | None:
@@ -278,15 +279,21 @@ def to_node(raw: dict[str, Any], address: str) -> Node | None:
     return Node(
         name=node_name(index), id=raw["InstanceId"], private_ip=private_ip,
         ssh_host=(public_ip or private_ip) if address == "public" else private_ip,
-        role=tags.get(TAG_ROLE, "worker"),
-        market="spot" if raw.get("InstanceLifecycle") == "spot" else "on-demand",
+        role=role_of(tags.get(TAG_ROLE, Role.WORKER)),
+        market=Market.SPOT if raw.get("InstanceLifecycle") == Market.SPOT else Market.ON_DEMAND,
         zone=raw.get("Placement", {}).get("AvailabilityZone"), instance_type=raw.get("InstanceType"),
-        state=raw.get("State", {}).get("Name", "unknown"), owner=tags.get(TAG_OWNER),
+        state=state_of(raw.get("State", {}).get("Name", NodeState.UNKNOWN)), owner=tags.get(TAG_OWNER),
     )
 
 
-def node_index(node: Node) -> int:
-    return int(node.name.removeprefix("node"))
+def role_of(tag: str) -> Role:
+    """The master's role may tag instances with anything: a role outside Role is carried as it was written
+    (Node keeps it), so that cluster/untrusted.py refuses the node by name rather than this crashing the listing."""
+    return cast(Role, tag)
+
+
+def state_of(name: str) -> NodeState:
+    return NodeState(name) if name in NodeState._value2member_map_ else NodeState.UNKNOWN
 
 
 SPOT_INTERRUPTION = "Server.SpotInstanceTermination"

@@ -22,6 +22,7 @@ from xeoncluster.core.errors import ProviderError
 from xeoncluster.providers.aws.clients import cluster_filter, error_code, paginate, tags_of, translated
 from xeoncluster.providers.aws.instances import LIVE_STATES
 from xeoncluster.providers.base import TAG_OWNER
+from xeoncluster.providers.node_kinds import NodeState
 
 # What AWS answers a call the caller's policy does not allow.
 REFUSED_CODES = frozenset({"UnauthorizedOperation", "AccessDenied", "AccessDeniedException"})
@@ -51,7 +52,8 @@ class CallerIdentity:
 def owners(ec2: Any, cluster: str) -> set[str]:
     """The owner tags on the cluster's instances (not yet terminated), security groups and key pairs."""
     found = paginate(ec2, "describe_instances", "Reservations", Filters=[
-        *cluster_filter(cluster), {"Name": "instance-state-name", "Values": [*LIVE_STATES, "shutting-down"]}])
+        *cluster_filter(cluster),
+        {"Name": "instance-state-name", "Values": [*LIVE_STATES, NodeState.SHUTTING_DOWN.value]}])
     resources = [i for r in found for i in r.get("Instances", [])]
     resources += ec2.describe_security_groups(Filters=cluster_filter(cluster))["SecurityGroups"]
     resources += ec2.describe_key_pairs(Filters=cluster_filter(cluster))["KeyPairs"]

@@ -12,6 +12,7 @@ from xeoncluster.providers.aws import network as aws_network
 from xeoncluster.providers.aws import role as aws_role
 from xeoncluster.providers.aws.clients import error_code
 from xeoncluster.providers.base import PlannedResource
+from xeoncluster.providers.node_kinds import Market
 from xeoncluster.topology import CpuTopology
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 def plan_notes(cluster: ClusterConfig) -> tuple[str, ...]:
     notes = tuple(f"fallback instance type: {t}" for t in cluster.aws.instance_types[1:])
-    if cluster.aws.market == "spot":
+    if cluster.aws.worker_market == Market.SPOT:
         notes += ("spot falls back to on-demand when no capacity" if cluster.aws.on_demand_fallback
                   else "spot only: set aws.on_demand_fallback: true to fall back to on-demand",)
     return notes

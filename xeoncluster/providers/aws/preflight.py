@@ -22,12 +22,13 @@ from xeoncluster.providers.aws.clients import (
 )
 from xeoncluster.providers.aws.images import BAKE_ROOT_GIB, base_image_id, describe_image, image_gib
 from xeoncluster.providers.aws.network import default_route_targets, offered_zones, resolve_vpc, subnets_by_zone
+from xeoncluster.providers.node_kinds import Market
 
 if TYPE_CHECKING:
     from xeoncluster.providers.config import ClusterConfig
 
-QUOTAS = {"on-demand": ("L-1216C47A", "Running On-Demand Standard instances"),
-          "spot": ("L-34B43A08", "All Standard Spot Instance Requests")}
+QUOTAS = {Market.ON_DEMAND: ("L-1216C47A", "Running On-Demand Standard instances"),
+          Market.SPOT: ("L-34B43A08", "All Standard Spot Instance Requests")}
 STANDARD_FAMILIES = tuple("acdhimrtz")
 
 
@@ -180,7 +181,7 @@ def check_quota(clients: AwsClients, cluster: ClusterConfig, info: TypeInfo) -> 
     if not info.name.startswith(STANDARD_FAMILIES):
         return [f"vCPU quota not checked for {info.name} (not a Standard family)"]
     demand = {cluster.aws.effective_master_market: info.vcpus}
-    demand[cluster.aws.market] = demand.get(cluster.aws.market, 0) + info.vcpus * (cluster.nodes - 1)
+    demand[cluster.aws.worker_market] = demand.get(cluster.aws.worker_market, 0) + info.vcpus * (cluster.nodes - 1)
     notes = []
     for market, vcpus in demand.items():
         if vcpus == 0:

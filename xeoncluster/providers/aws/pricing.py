@@ -9,6 +9,7 @@ from typing import Any
 from xeoncluster.providers.aws import catalog
 from xeoncluster.providers.aws.clients import paginate
 from xeoncluster.providers.base import Node, PriceQuote
+from xeoncluster.providers.node_kinds import Market
 
 PRICING_REGION = "us-east-1"
 
@@ -48,7 +49,7 @@ def node_prices(ec2: Any, pricing: Any | None, nodes: list[Node], region: str) -
     on_demand = {t: _on_demand(pricing, t, region)[0] for t in types}
     priced = []
     for node in nodes:
-        if node.market == "spot":
+        if node.market == Market.SPOT:
             price = spot.get((node.instance_type or "", node.zone or ""))
         else:
             price = on_demand.get(node.instance_type or "")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from xeoncluster.core.errors import ConfigError, ProviderError
+from xeoncluster.providers import abilities
 from xeoncluster.providers.aws import images as aws_images
 from xeoncluster.providers.aws import instances as aws_instances
 from xeoncluster.providers.aws import network as aws_network
@@ -40,6 +41,7 @@ from xeoncluster.providers.aws.spec import AWS
 from xeoncluster.providers.base import (
     BaseImage,
     Image,
+    LaunchRequest,
     Network,
     Node,
     PendingImage,
@@ -55,15 +57,15 @@ from xeoncluster.storage.base import Storage, StorageLocation
 from xeoncluster.topology import CpuTopology
 
 
-class AwsProvider(Provider):
+class AwsProvider(Provider, abilities.BakesInBackground, abilities.ReadsHostKeys, abilities.RemovesNodes,
+                  abilities.HasAccount, abilities.HasOwners, abilities.AgentOnMaster, abilities.SizesDisks,
+                  abilities.LaunchesTogether, abilities.PurgesImages, abilities.PricesNodes, abilities.PlansResources,
+                  abilities.PlansMachines, abilities.HasBaseImages, abilities.ExplainsLoss):
     name = "aws"
     notice_source = AWS.notices
-    bakes_in_background = True
-    agent_on_master = True
     bake_root_gib = aws_images.BAKE_ROOT_GIB
 
-    def __init__(self, region: str, profile: str | None = None,
-                 events: Callable[[str], None] = lambda m: None,
+    def __init__(self, region: str, profile: str | None = None, events: Callable[[str], None] = lambda m: None,
                  caller_ip: Callable[[], str] | None = None) -> None:
         self.region = region
         self.profile = profile
@@ -225,19 +227,16 @@ class AwsProvider(Provider):
             return aws_images.purge_images(self.ec2, cluster.name, self.sleep, self.owner())
 
     # -- instances -------------------------------------------------------------------------
-    def launch(self, cluster: ClusterConfig, count: int, image: Image | None, role: str, first_index: int,
-               network: Network | None = None, near: Node | None = None, root_gib: int | None = None,
-               base: str | None = None) -> list[Node]:
+    def launch(self, request: LaunchRequest) -> list[Node]:
+        cluster, count, role, near = request.cluster, request.count, request.role, request.near
         if count <= 0:
             return []
         self._console_wait = None  # new nodes: a new wait for their host keys
         doing = f"launching {count} {role} node(s) for {cluster.name}"
         with translated(doing):
-            network = network or aws_prepare.find_network(self.ec2, cluster)
-            spec = self._launch_spec(cluster, network, count, image, role, first_index, base)
-            if root_gib is not None:
-                spec = replace(spec, root_gib=root_gib)
-        market = cluster.aws.effective_master_market if role == "master" else cluster.aws.market
+            network = request.network or aws_prepare.find_network(self.ec2, cluster)
+            spec = self._launch_spec(request, network)
+        market = cluster.aws.effective_master_market if request.for_master else cluster.aws.worker_market
         zones_by_type = near_zones(network.zones_by_type, near, cluster.aws.placement_group)
         attempts = plan_attempts(cluster.aws.instance_types, zones_by_type, market, cluster.aws.on_demand_fallback)
         launched = launch_with_fallback(self.ec2, spec, attempts, self.instance_wait, self.events,
@@ -255,19 +254,20 @@ class AwsProvider(Provider):
             raise
         return to_nodes(raws, cluster.ssh.address, self._warn_once)
 
-    def _launch_spec(self, cluster: ClusterConfig, network: Network, count: int, image: Image | None,
-                     role: str, first_index: int, base: str | None = None) -> LaunchSpec:
-        image_id = image.id if image is not None else base or self._base_image_id(cluster)
+    def _launch_spec(self, request: LaunchRequest, network: Network) -> LaunchSpec:
+        cluster, role = request.cluster, request.role
+        image_id = request.image.id if request.image is not None else request.base or self._base_image_id(cluster)
         raw_image = aws_images.describe_image(self.ec2, image_id)
         if raw_image is None:
             raise ProviderError(f"image {image_id} not found in {self.region}")
         return LaunchSpec(
-            cluster=cluster.name, role=role, count=count, first_index=first_index, image_id=image_id,
-            root_device=raw_image.get("RootDeviceName", "/dev/sda1"), root_gib=cluster.aws.root_volume_gib,
+            cluster=cluster.name, role=role, count=request.count, first_index=request.first_index, image_id=image_id,
+            root_device=raw_image.get("RootDeviceName", "/dev/sda1"),
+            root_gib=cluster.aws.root_volume_gib if request.root_gib is None else request.root_gib,
             key_name=aws_network.resource_name(cluster.name), security_group_id=str(network.security_group_id),
             subnets=dict(network.subnets), owner=self.owner(),
             placement_group=aws_network.resource_name(cluster.name) if cluster.aws.placement_group else None,
-            instance_profile=self._master_profile(cluster) if role == "master" else None,
+            instance_profile=self._master_profile(cluster) if request.for_master else None,
             # Whatever address SSH uses, nodes need a way out to apt, PyPI and the Hugging Face hub;
             # in a default VPC that is a public IP (preflight checks the subnets' default route).
             public_ip=True)
@@ -332,7 +332,7 @@ class AwsProvider(Provider):
 
     def placement(self, cluster: ClusterConfig) -> Placement:
         return Placement(cluster.aws.region, cluster.aws.instance_types[0], cluster.aws.effective_master_market,
-                         cluster.aws.market)
+                         cluster.aws.worker_market)
 
     def plan_notes(self, cluster: ClusterConfig) -> tuple[str, ...]:
         return aws_plan.plan_notes(cluster)

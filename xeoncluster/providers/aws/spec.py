@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from xeoncluster.providers.node_kinds import Market
 from xeoncluster.providers.spec import ProviderSpec
 
 INSTANCE_TYPE = re.compile(r"[a-z][a-z0-9-]*\.[a-z0-9-]+")
@@ -84,8 +85,12 @@ class AwsSettings(BaseModel):
         return check_vpc_id(value)
 
     @property
-    def effective_master_market(self) -> str:
-        return self.master_market or self.market
+    def effective_master_market(self) -> Market:
+        return Market(self.master_market or self.market)
+
+    @property
+    def worker_market(self) -> Market:
+        return Market(self.market)
 
 
 def machine_of(config: AwsSettings) -> tuple[str, str]:

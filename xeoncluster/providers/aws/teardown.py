@@ -13,6 +13,7 @@ from xeoncluster.providers.aws.network import describe_placement_groups
 from xeoncluster.providers.aws.owner import refuse_if_others
 from xeoncluster.providers.aws.role import delete_master_role
 from xeoncluster.providers.base import Removed
+from xeoncluster.providers.node_kinds import NodeState
 
 # Seconds between delete_security_group attempts while ENIs of terminated instances detach.
 SG_BACKOFF = (2, 4, 8, 15, 30, 30, 30)
@@ -42,7 +43,7 @@ def remove_all(ec2: Any, iam: Any, cluster: str, region: str, owner: str, wait: 
 def find_instance_ids(ec2: Any, found: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
     """(ids to terminate, spot request ids they came from) in any state but terminated."""
     reservations = paginate(ec2, "describe_instances", "Reservations", Filters=[
-        *found, {"Name": "instance-state-name", "Values": [*LIVE_STATES, "shutting-down"]}])
+        *found, {"Name": "instance-state-name", "Values": [*LIVE_STATES, NodeState.SHUTTING_DOWN.value]}])
     instances = [i for r in reservations for i in r.get("Instances", [])]
     return ([i["InstanceId"] for i in instances],
             [i["SpotInstanceRequestId"] for i in instances if i.get("SpotInstanceRequestId")])
@@ -76,7 +77,7 @@ def terminate_if_present(ec2: Any, instance_id: str, wait: dict[str, int]) -> bo
             return False
         raise
     states = [i["State"]["Name"] for r in reservations for i in r["Instances"]]
-    if not states or states[0] == "terminated":
+    if not states or states[0] == NodeState.TERMINATED:
         return False
     ec2.terminate_instances(InstanceIds=[instance_id])
     ec2.get_waiter("instance_terminated").wait(InstanceIds=[instance_id], WaiterConfig=wait)

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from xeoncluster.core.errors import ConfigError, ProviderError
-from xeoncluster.providers.base import Image, Network, Node, PlannedResource, Prepared, Provider, Removed
+from xeoncluster.providers.abilities import PlansResources, ReadsHostKeys, RemovesNodes
+from xeoncluster.providers.base import Image, LaunchRequest, Node, PlannedResource, Prepared, Provider, Removed
 from xeoncluster.providers.local import net
 from xeoncluster.providers.local.node import (
     SSHD,
@@ -31,6 +32,7 @@ from xeoncluster.providers.local.node import (
     wait_for_port,
 )
 from xeoncluster.providers.local.spec import LOCAL
+from xeoncluster.providers.node_kinds import NodeState, Role
 
 if TYPE_CHECKING:
     from xeoncluster.providers.config import ClusterConfig
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
 REQUIRED_TOOLS = ("ip", "unshare", "nsenter", "ssh-keygen", "tar", "nft")
 
 
-class LocalProvider(Provider):
+class LocalProvider(Provider, ReadsHostKeys, RemovesNodes, PlansResources):
     name = "local"
     shares_host = True
     notice_source = LOCAL.notices
@@ -125,9 +127,8 @@ class LocalProvider(Provider):
                 PlannedResource("namespaces", f"xc-{cluster.name}-node0..{cluster.nodes - 1}", "create",
                                 "one sshd per node, no route off the bridge")]
 
-    def launch(self, cluster: ClusterConfig, count: int, image: Image | None, role: str, first_index: int,
-               network: Network | None = None, near: Node | None = None, root_gib: int | None = None,
-               base: str | None = None) -> list[Node]:
+    def launch(self, request: LaunchRequest) -> list[Node]:
+        cluster, count, image, first_index = request.cluster, request.count, request.image, request.first_index
         names = [f"node{first_index + i}" for i in range(count)]
         with self._host_lock():
             ips = net.allocate_ips(cluster.local.subnet, count)
@@ -137,13 +138,13 @@ class LocalProvider(Provider):
         self._write_hosts(cluster.name)
         lower = self._image_home(image) if image else self.empty_lower
         with ThreadPoolExecutor(max_workers=min(16, count)) as pool:
-            starts = [pool.submit(self._start_node, cluster, name, ip, lower, role, index)
+            starts = [pool.submit(self._start_node, cluster, name, ip, lower, request.role, index)
                       for index, (name, ip) in enumerate(zip(names, ips, strict=True), start=first_index)]
         for start in starts:
             start.result()
         return [self._node(cluster.name, name, ip) for name, ip in zip(names, ips, strict=True)]
 
-    def _start_node(self, cluster: ClusterConfig, name: str, ip: str, lower: Path, role: str, index: int) -> None:
+    def _start_node(self, cluster: ClusterConfig, name: str, ip: str, lower: Path, role: Role, index: int) -> None:
         paths = self.node_paths(cluster.name, name)
         for folder in (paths.root, paths.upper, paths.work):
             folder.mkdir(parents=True, exist_ok=True)
@@ -185,10 +186,10 @@ class LocalProvider(Provider):
 
     def _node(self, cluster: str, name: str, ip: str | None) -> Node:
         paths = self.node_paths(cluster, name)
-        role = "master" if name == "node0" else "worker"
+        role = Role.MASTER if name == "node0" else Role.WORKER
         return Node(name=name, id=net.netns_name(cluster, name), private_ip=ip or "", ssh_host=ip or "",
-                    role=role, market="local", zone=None, instance_type=None,
-                    state="running" if sshd_pid(paths) else "stopped")
+                    role=role, market=self.name, zone=None, instance_type=None,
+                    state=NodeState.RUNNING if sshd_pid(paths) else NodeState.STOPPED)
 
     def nodes(self, cluster: ClusterConfig, priced: bool = True) -> list[Node]:
         return [self._node(cluster.name, info.node, info.ip) for info in net.cluster_namespaces(cluster.name)]
@@ -274,8 +275,7 @@ class LocalProvider(Provider):
         remove_tree(paths.work)
         image = self.get_image(image_id)
         assert image is not None
-        self._start_node(cluster, node.name, node.private_ip, self._image_home(image), node.role,
-                         int(node.name[4:]))
+        self._start_node(cluster, node.name, node.private_ip, self._image_home(image), node.role, node.index)
         wait_for_port(node.private_ip, 22, timeout=30)
         if on_snapshot is not None:
             on_snapshot()
