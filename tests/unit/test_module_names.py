@@ -15,6 +15,8 @@ SHARED: dict[str, tuple[set[str], str]] = {
     "provider.py": ({"providers/aws/provider.py", "providers/local/provider.py"}, "one provider's code each"),
     "spec.py": ({"providers/spec.py", "providers/aws/spec.py", "providers/local/spec.py"},
                 "what a provider declares, and each provider's declaration"),
+    "plugin.py": ({"providers/plugin.py", "providers/aws/plugin.py", "providers/local/plugin.py"},
+                  "what builds a provider, and each provider's builders"),
     "errors.py": ({"core/errors.py", "node/startup/errors.py"},
                   "errors shown as one line: the laptop's, and the ranks' (which import nothing outside node/)"),
     "images.py": ({"commands/images.py", "providers/aws/images.py"}, "the `images` verb, and AWS's side of it"),

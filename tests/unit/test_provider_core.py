@@ -70,3 +70,32 @@ def test_no_provider_function_takes_more_than_eight_parameters() -> None:
     for owner in (Provider, AwsProvider, LocalProvider, module):
         for name, function in inspect.getmembers(owner, inspect.isfunction):
             assert len(inspect.signature(function).parameters) <= 8, f"{owner.__name__}.{name}"
+
+
+def test_every_spec_has_its_plugin_and_the_reverse() -> None:
+    from xeoncluster.providers.plugins import plugins
+    from xeoncluster.providers.registry import specs
+
+    assert {name: plugin.spec for name, plugin in plugins().items()} == specs()
+
+
+def test_each_plugin_builds_its_provider(tmp_path: Path) -> None:
+    from xeoncluster.providers.factory import make_provider
+
+    aws = ClusterConfig.model_validate({"name": "t1", "aws": {"region": "eu-west-1"}})
+    local = ClusterConfig.model_validate({"name": "t1", "provider": "local", "local": {"root": str(tmp_path)}})
+    built = make_provider(aws, lambda _line: None)
+    assert isinstance(built, AwsProvider) and built.region == "eu-west-1"
+    assert isinstance(make_provider(local, lambda _line: None), LocalProvider)
+
+
+def test_the_config_names_no_provider_and_takes_each_section_from_its_spec() -> None:
+    from xeoncluster.providers.registry import specs
+
+    package = Path(__file__).resolve().parents[2] / "xeoncluster" / "providers"
+    for neutral in ("config.py", "factory.py", "plugin.py"):
+        assert not [line for line in (package / neutral).read_text().splitlines()
+                    if "Settings" in line and ("Aws" in line or "Local" in line)], neutral
+    sections = {name for name, field in ClusterConfig.model_fields.items()
+                if field.annotation in {spec.settings for spec in specs().values()}}
+    assert sections == {name for name, spec in specs().items() if spec.settings is not None}

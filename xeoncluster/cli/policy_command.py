@@ -27,8 +27,8 @@ def policy(ctx: click.Context, boundary: bool, account: str | None, **opts: Any)
                                     command that creates it
     """
     chosen = opts.get("provider") or (ctx.find_root().obj or {}).get("globals", {}).get("provider")
-    spec = policy_cmd.policy_provider(chosen)
-    context = None if account is not None else command_context(ctx, opts, {"provider": spec.name})
-    printed = policy_cmd.policy(spec, context, account, boundary)
+    provider = policy_cmd.policy_provider(chosen)
+    context = None if account is not None else command_context(ctx, opts, {"provider": provider.name})
+    printed = policy_cmd.policy(provider, context, account, boundary)
     render.as_json(printed.document)
     click.echo(f"# {printed.how}", err=True)

@@ -40,21 +40,21 @@ class Reporter:
 
     def info(self, message: str) -> None:
         message = self.shown(message)
-        self.log(message)
-        if self.console is not None:
-            self.console.print(f"  {message}", markup=False)
-        else:
-            self.stream.write(f"{message}\n")
-            self.stream.flush()
+        self._say(message, f"  {message}", f"{message}\n", markup=False)
 
     def warn(self, message: str) -> None:
         message = self.shown(message)
-        self.log(f"WARNING {message}")
+        # Warnings quote values read from the cluster: their brackets are text, not markup.
+        self._say(f"WARNING {message}", f"[yellow]  warning:[/] {escape(message)}", f"warning: {message}\n",
+                  markup=True)
+
+    def _say(self, logged: str, styled: str, plain: str, markup: bool) -> None:
+        """One line to the log, and to the console styled or to a plain stream as it is."""
+        self.log(logged)
         if self.console is not None:
-            # Warnings quote values read from the cluster: their brackets are text, not markup.
-            self.console.print(f"[yellow]  warning:[/] {escape(message)}")
+            self.console.print(styled, markup=markup)
         else:
-            self.stream.write(f"warning: {message}\n")
+            self.stream.write(plain)
             self.stream.flush()
 
     def detail(self, message: str) -> None:

@@ -25,9 +25,9 @@ from xeoncluster.node.tasks.glue_data import (
     TASKS as GLUE_TASKS,  # no torch/transformers at import: safe on the user's machine
 )
 from xeoncluster.providers.base import Node
-from xeoncluster.providers.config import StorageSettings
 from xeoncluster.providers.node_kinds import Market, Role
 from xeoncluster.providers.registry import storage_forms
+from xeoncluster.providers.shared_settings import StorageSettings
 from xeoncluster.topology import CpuTopology, RankPlan, mpirun_command, plan_ranks, render_command
 from xeoncluster.wire.layout import NODE_MODULE, PACKAGE_ROOT, RemoteLayout
 

@@ -5,30 +5,18 @@ carries its name there, so that provider's catalog (cores, sockets, memory, tcma
 """
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass
-from types import ModuleType
-
 from xeoncluster.core.errors import ConfigError
 from xeoncluster.providers.config import ClusterConfig
+from xeoncluster.providers.plugin import Machine, MachineCatalog
+from xeoncluster.providers.plugins import plugin_for
 from xeoncluster.providers.registry import DEFAULT_PROVIDER, spec_for
-from xeoncluster.topology import CpuTopology
 
 
-@dataclass(frozen=True)
-class Machine:
-    """One node of the job's instance type, as the catalog describes it."""
-
-    instance_type: str
-    vcpus: int
-    threads_per_core: int
-    memory_gib: int
-    topology: CpuTopology
-
-
-def catalog(provider: str = DEFAULT_PROVIDER) -> ModuleType:
-    name = spec_for(provider).catalog or spec_for(DEFAULT_PROVIDER).catalog
-    return importlib.import_module(name)
+def catalog(provider: str = DEFAULT_PROVIDER) -> MachineCatalog:
+    """The provider's machine catalog; the default provider's for one with no machine types."""
+    found = plugin_for(provider).catalog or plugin_for(DEFAULT_PROVIDER).catalog
+    assert found is not None, "the default provider has a machine catalog"
+    return found()
 
 
 def configured(config: ClusterConfig) -> tuple[str, str]:
@@ -44,11 +32,11 @@ def configured(config: ClusterConfig) -> tuple[str, str]:
 def machine(instance_type: str, provider: str = DEFAULT_PROVIDER) -> Machine:
     """The catalog's facts for `instance_type`; an unknown name is bad input, with the nearest known one."""
     known = catalog(provider)
-    kind = known.lookup(instance_type)
-    if kind is None:
+    found = known.machine(instance_type)
+    if found is None:
         unknown = f"--instance-type {instance_type!r}: not in the instance catalog"
         near = known.nearest(instance_type)
         if near:
             raise ConfigError(f"{unknown} (did you mean '{near}'?)")
         raise ConfigError(unknown, hint="known types: " + ", ".join(known.known_names()))
-    return Machine(kind.name, kind.vcpus, kind.threads_per_core, kind.memory_gib, known.topology_of(kind))
+    return found

@@ -6,26 +6,29 @@ is allowed, so nothing downstream ever sees an invalid config.
 from __future__ import annotations
 
 import difflib
-import ipaddress
-import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from xeoncluster.core.errors import ConfigError
-from xeoncluster.providers.aws.spec import AwsSettings
-from xeoncluster.providers.local.spec import LocalSettings
-from xeoncluster.providers.registry import (
-    DEFAULT_PROVIDER,
-    check_image,
-    is_storage_url,
-    moved_keys,
-    spec_for,
-    specs,
-    storage_forms,
+from xeoncluster.providers.registry import DEFAULT_PROVIDER, check_image, moved_keys, spec_for, specs
+from xeoncluster.providers.shared_settings import (
+    AptSettings,
+    PipSettings,
+    SshSettings,
+    StorageSettings,
+    Strict,
 )
 
 NAME_PATTERN = r"^[a-z][a-z0-9-]{0,23}$"
@@ -33,100 +36,13 @@ FLAGS = {"name": "--name", "provider": "--provider", "region": "--region", "prof
          "nodes": "--nodes", "image": "--image", "stack": "--stack", "market": "--market",
          "instance_types": "--instance-type"}
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+Section = TypeVar("Section", bound=BaseModel)
 
 
-class SshSettings(_Strict):
-    user: str | None = None
-    cidr: str = "auto"
-    timeout: int = Field(default=300, ge=5, le=3600, strict=True)
-    address: Literal["public", "private"] = "public"
+class SharedConfig(Strict):
+    """The keys every provider shares. ClusterConfig adds each provider's own section (spec.settings) under
+    its name; a provider reads its section typed, through section()."""
 
-    @field_validator("cidr")
-    @classmethod
-    def _cidr(cls, value: str) -> str:
-        if value == "auto":
-            return value
-        try:
-            return str(ipaddress.ip_network(value, strict=True))
-        except ValueError:
-            raise ValueError("must be 'auto' or a network such as 203.0.113.7/32") from None
-
-    @property
-    def world_open(self) -> bool:
-        return self.cidr != "auto" and ipaddress.ip_network(self.cidr).prefixlen == 0
-
-
-class StorageSettings(_Strict):
-    """Where runs keep what must outlive the nodes (checkpoints, logs, results): `auto` (S3 on AWS: the
-    provider's own default), a URL of the provider's storage (registry.storage_forms()), or an absolute
-    folder. `storage: URL` is short for `storage: {url: URL}`."""
-
-    url: str = "auto"
-    keep_checkpoints: int = Field(default=3, ge=1, le=100, strict=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, value: Any) -> Any:
-        return {"url": _storage_url(value)} if isinstance(value, str) else value
-
-    @field_validator("url")
-    @classmethod
-    def _url(cls, value: str) -> str:
-        return _storage_url(value)
-
-
-def _storage_url(value: str) -> str:
-    if value == "auto" or re.fullmatch(r"/\S*|file:///\S*", value) or is_storage_url(value):
-        return value.rstrip("/") if value not in ("/", "file:///") else value
-    raise ValueError(f"must be auto, {storage_forms()}")
-
-
-class PipSettings(_Strict):
-    """A company mirror or CodeArtifact: nodes may not reach PyPI or the stack's own indexes."""
-
-    index_url: str | None = None
-    extra_index_urls: list[str] = Field(default_factory=list)
-
-    @field_validator("index_url")
-    @classmethod
-    def _index_url(cls, value: str | None) -> str | None:
-        return None if value is None else _http_url(value)
-
-    @field_validator("extra_index_urls")
-    @classmethod
-    def _extra(cls, value: list[str]) -> list[str]:
-        return [_http_url(url) for url in value]
-
-
-class AptSettings(_Strict):
-    sources: list[str] = Field(default_factory=list)
-    proxy: str | None = None
-
-    @field_validator("sources")
-    @classmethod
-    def _sources(cls, value: list[str]) -> list[str]:
-        for line in value:
-            if not re.match(r"^deb(-src)? (\[[^\]]*\] )?https?://\S+ \S+", line) or "\n" in line:
-                raise ValueError(f"'{line}' is not a one-line apt source such as "
-                                 "'deb http://mirror.example/ubuntu noble main universe'")
-        return value
-
-    @field_validator("proxy")
-    @classmethod
-    def _proxy(cls, value: str | None) -> str | None:
-        return None if value is None else _http_url(value)
-
-
-def _http_url(value: str) -> str:
-    if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", value):
-        raise ValueError(f"'{value}' is not an http(s) URL")
-    return value
-
-
-class ClusterConfig(_Strict):
     name: str = Field(default="xc", pattern=NAME_PATTERN)
     provider: str = DEFAULT_PROVIDER
     nodes: int = Field(default=2, ge=1, le=256, strict=True)
@@ -134,8 +50,6 @@ class ClusterConfig(_Strict):
     image: str = "auto"
     stack: Literal["stock", "intel"] = "stock"
     image_strategy: Literal["bake-first", "parallel"] = "parallel"
-    aws: AwsSettings = Field(default_factory=AwsSettings)
-    local: LocalSettings = Field(default_factory=LocalSettings)
     pip: PipSettings = Field(default_factory=PipSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     idle_minutes: float = Field(default=60, ge=0, le=525600, strict=True, allow_inf_nan=False)
@@ -167,8 +81,15 @@ class ClusterConfig(_Strict):
     def _image(cls, value: str) -> str:
         return check_image(value)
 
+    def section(self, settings: type[Section]) -> Section:
+        """The provider section whose model is `settings`: cluster.section(MySettings).key."""
+        name = next(spec.name for spec in specs().values() if spec.settings is settings)
+        found = getattr(self, name)
+        assert isinstance(found, settings)
+        return found
+
     @model_validator(mode="after")
-    def _provider_defaults(self) -> ClusterConfig:
+    def _provider_defaults(self) -> Self:
         spec = spec_for(self.provider)
         section = getattr(self, spec.name, None)
         if section is not None:
@@ -179,6 +100,22 @@ class ClusterConfig(_Strict):
             raise ValueError(f"max_hours {self.max_hours:g} is shorter than an `up` on {self.provider} can take "
                              f"({spec.up_minutes:g} minutes): use at least {spec.up_minutes / 60:.2g}, or 0 for none")
         return self
+
+
+def _with_provider_sections() -> type[SharedConfig]:
+    sections: dict[str, Any] = {spec.name: (spec.settings, Field(default_factory=spec.settings))
+                                for spec in specs().values() if spec.settings is not None}
+    return create_model("ClusterConfig", __base__=SharedConfig, __module__=__name__,
+                        __doc__="cluster.yaml: the shared keys and each provider's own section.", **sections)
+
+
+# The provider sections come from the registry at run time; what mypy checks is the shared keys, and
+# each provider reads its own section typed through section().
+if TYPE_CHECKING:
+    ClusterConfig = SharedConfig
+else:
+    ClusterConfig = _with_provider_sections()
+
 
 def _sections() -> dict[str, set[str]]:
     """The valid keys of the top level and of each section (ssh:, pip:, a provider's own ...)."""
@@ -334,7 +271,9 @@ def _range_text(error: Mapping[str, Any]) -> str:
 
 def _bounds() -> dict[str, tuple[int, int]]:
     result: dict[str, tuple[int, int]] = {}
-    for model in (ClusterConfig, SshSettings, LocalSettings, AwsSettings):
+    models: list[type[BaseModel]] = [ClusterConfig, SshSettings]
+    models += [spec.settings for spec in specs().values() if spec.settings is not None]
+    for model in models:
         for name, field in model.model_fields.items():
             low = next((m.ge for m in field.metadata if getattr(m, "ge", None) is not None), None)
             high = next((m.le for m in field.metadata if getattr(m, "le", None) is not None), None)

@@ -11,6 +11,7 @@ from xeoncluster.providers.aws import catalog as aws_catalog
 from xeoncluster.providers.aws import network as aws_network
 from xeoncluster.providers.aws import role as aws_role
 from xeoncluster.providers.aws.clients import error_code
+from xeoncluster.providers.aws.spec import AwsSettings
 from xeoncluster.providers.base import PlannedResource
 from xeoncluster.providers.node_kinds import Market
 from xeoncluster.topology import CpuTopology
@@ -20,9 +21,10 @@ if TYPE_CHECKING:
 
 
 def plan_notes(cluster: ClusterConfig) -> tuple[str, ...]:
-    notes = tuple(f"fallback instance type: {t}" for t in cluster.aws.instance_types[1:])
-    if cluster.aws.worker_market == Market.SPOT:
-        notes += ("spot falls back to on-demand when no capacity" if cluster.aws.on_demand_fallback
+    aws = cluster.section(AwsSettings)
+    notes = tuple(f"fallback instance type: {t}" for t in aws.instance_types[1:])
+    if aws.worker_market == Market.SPOT:
+        notes += ("spot falls back to on-demand when no capacity" if aws.on_demand_fallback
                   else "spot only: set aws.on_demand_fallback: true to fall back to on-demand",)
     return notes
 
@@ -37,7 +39,7 @@ def machine_topology(instance_type: str) -> CpuTopology:
 
 def planned_resources(ec2: Any, iam: Any, cluster: ClusterConfig, ssh_cidr: str, region: str) -> list[PlannedResource]:
     name = aws_network.resource_name(cluster.name)
-    vpc_id = aws_network.resolve_vpc(ec2, cluster.aws.vpc_id)
+    vpc_id = aws_network.resolve_vpc(ec2, cluster.section(AwsSettings).vpc_id)
     has_key = bool(ec2.describe_key_pairs(Filters=[{"Name": "key-name", "Values": [name]}])["KeyPairs"])
     has_group = aws_network.find_security_group(ec2, cluster.name, vpc_id) is not None
     rules = f"all traffic from itself; tcp/22 from {ssh_cidr}"
@@ -45,7 +47,7 @@ def planned_resources(ec2: Any, iam: Any, cluster: ClusterConfig, ssh_cidr: str,
         PlannedResource("key_pair", name, "reuse" if has_key else "create"),
         PlannedResource("security_group", name, "reuse" if has_group else "create", f"{vpc_id}: {rules}"),
     ]
-    if cluster.aws.placement_group:
+    if cluster.section(AwsSettings).placement_group:
         found = aws_network.describe_placement_groups(ec2, [{"Name": "group-name", "Values": [name]}])
         unchecked = "; not checked (DescribePlacementGroups not implemented here)" if found is None else ""
         resources.append(PlannedResource("placement_group", name, "reuse" if found else "create",

@@ -22,6 +22,7 @@ from xeoncluster.providers.aws.clients import (
 )
 from xeoncluster.providers.aws.images import BAKE_ROOT_GIB, base_image_id, describe_image, image_gib
 from xeoncluster.providers.aws.network import default_route_targets, offered_zones, resolve_vpc, subnets_by_zone
+from xeoncluster.providers.aws.spec import AwsSettings
 from xeoncluster.providers.node_kinds import Market
 
 if TYPE_CHECKING:
@@ -101,12 +102,12 @@ def check_zones(ec2: Any, cluster: ClusterConfig, vpc_id: str) -> list[str]:
     """Zones that will be tried: the configured ones (which must exist), else all with a subnet."""
     region_zones = [z["ZoneName"] for z in ec2.describe_availability_zones(
         Filters=[{"Name": "zone-type", "Values": ["availability-zone"]}])["AvailabilityZones"]]
-    for zone in cluster.aws.zones:
+    for zone in cluster.section(AwsSettings).zones:
         if zone not in region_zones:
             raise ConfigError(f"zone '{zone}' does not exist in {ec2.meta.region_name}",
                               hint=f"zones here: {', '.join(region_zones)}")
     subnets = subnets_by_zone(ec2, vpc_id)
-    wanted = cluster.aws.zones or region_zones
+    wanted = cluster.section(AwsSettings).zones or region_zones
     usable = [z for z in wanted if z in subnets]
     if not usable:
         raise ConfigError(f"{vpc_id} has no subnet in {', '.join(wanted)}",
@@ -180,8 +181,9 @@ def _check_fits(root_gib: int, needed: int, what: str) -> None:
 def check_quota(clients: AwsClients, cluster: ClusterConfig, info: TypeInfo) -> list[str]:
     if not info.name.startswith(STANDARD_FAMILIES):
         return [f"vCPU quota not checked for {info.name} (not a Standard family)"]
-    demand = {cluster.aws.effective_master_market: info.vcpus}
-    demand[cluster.aws.worker_market] = demand.get(cluster.aws.worker_market, 0) + info.vcpus * (cluster.nodes - 1)
+    aws = cluster.section(AwsSettings)
+    demand = {aws.effective_master_market: info.vcpus}
+    demand[aws.worker_market] = demand.get(aws.worker_market, 0) + info.vcpus * (cluster.nodes - 1)
     notes = []
     for market, vcpus in demand.items():
         if vcpus == 0:
@@ -235,14 +237,15 @@ def run_preflight(clients: AwsClients, cluster: ClusterConfig, resolve_cidr: Cal
     ec2 = clients.ec2
     try:
         check_region_enabled(ec2)
-        vpc_id = resolve_vpc(ec2, cluster.aws.vpc_id)
-        infos = check_instance_types(ec2, cluster.aws.instance_types)
+        aws = cluster.section(AwsSettings)
+        vpc_id = resolve_vpc(ec2, aws.vpc_id)
+        infos = check_instance_types(ec2, aws.instance_types)
         zones = check_zones(ec2, cluster, vpc_id)
         notes = [f"AWS identity {who}", f"VPC {vpc_id}, zones {', '.join(zones)}"]
-        notes += check_offerings(ec2, cluster.aws.instance_types, zones)
-        notes += check_image(clients, cluster.image, cluster.aws.root_volume_gib, require_base_image)
-        notes += check_quota(clients, cluster, infos[cluster.aws.instance_types[0]])
-        notes += check_routes(ec2, vpc_id, zones, cluster.aws.instance_types, require_base_image)
+        notes += check_offerings(ec2, aws.instance_types, zones)
+        notes += check_image(clients, cluster.image, aws.root_volume_gib, require_base_image)
+        notes += check_quota(clients, cluster, infos[aws.instance_types[0]])
+        notes += check_routes(ec2, vpc_id, zones, aws.instance_types, require_base_image)
         # The caller's ARN holds its account: arn:aws:sts::ACCOUNT:...
         notes += check_boundary(clients.client("iam"), who.split(":")[4], require_base_image)
     except (ClientError, BotoCoreError) as exc:

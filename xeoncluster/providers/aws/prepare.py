@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from xeoncluster.core.errors import ProviderError
 from xeoncluster.providers.aws import network as aws_network
+from xeoncluster.providers.aws.spec import AwsSettings
 from xeoncluster.providers.base import Network, Prepared
 
 if TYPE_CHECKING:
@@ -19,25 +20,26 @@ def prepare(ec2: Any, cluster: ClusterConfig, public_key: str, ssh_cidr: str, ev
             owner: str) -> Prepared:
     """`owner`: the caller's UserId, tagged on everything made here (owner.py)."""
     created: dict[str, list[str]] = {"key_pair": [], "security_group": [], "placement_group": []}
-    vpc_id = aws_network.resolve_vpc(ec2, cluster.aws.vpc_id)
+    vpc_id = aws_network.resolve_vpc(ec2, cluster.section(AwsSettings).vpc_id)
     _configure_key_pair(ec2, cluster, public_key, owner, created, events)
     group_id = _configure_security_group(ec2, cluster, vpc_id, ssh_cidr, owner, created, events)
-    if cluster.aws.placement_group:
+    if cluster.section(AwsSettings).placement_group:
         _configure_placement_group(ec2, cluster, owner, created, events)
     return Prepared(created, network(ec2, cluster, vpc_id, group_id))
 
 
 def network(ec2: Any, cluster: ClusterConfig, vpc_id: str, group_id: str) -> Network:
     subnets = aws_network.subnets_by_zone(ec2, vpc_id)
-    offered = aws_network.offered_zones(ec2, cluster.aws.instance_types)
-    wanted = cluster.aws.zones or list(subnets)
+    aws = cluster.section(AwsSettings)
+    offered = aws_network.offered_zones(ec2, aws.instance_types)
+    wanted = aws.zones or list(subnets)
     zones_by_type = {t: tuple(z for z in wanted if z in subnets and z in offered.get(t, set()))
-                     for t in cluster.aws.instance_types}
+                     for t in aws.instance_types}
     return Network(vpc_id, group_id, subnets, zones_by_type)
 
 
 def find_network(ec2: Any, cluster: ClusterConfig) -> Network:
-    vpc_id = aws_network.resolve_vpc(ec2, cluster.aws.vpc_id)
+    vpc_id = aws_network.resolve_vpc(ec2, cluster.section(AwsSettings).vpc_id)
     group = aws_network.find_security_group(ec2, cluster.name, vpc_id)
     if group is None:
         raise ProviderError(f"security group {aws_network.resource_name(cluster.name)} is missing",

@@ -37,7 +37,7 @@ from xeoncluster.providers.aws.instances import (
 )
 from xeoncluster.providers.aws.preflight import resolve_ssh_cidr, run_preflight
 from xeoncluster.providers.aws.pricing import node_prices, quote
-from xeoncluster.providers.aws.spec import AWS
+from xeoncluster.providers.aws.spec import AWS, AwsSettings
 from xeoncluster.providers.base import (
     BaseImage,
     Image,
@@ -123,7 +123,7 @@ class AwsProvider(Provider, abilities.BakesInBackground, abilities.ReadsHostKeys
             scope = aws_role.RoleScope(
                 cluster.name, self.region, self.account_id(), str(network.security_group_id),
                 tuple(network.subnets.values()), self._base_image_id(cluster), image_key, prefix,
-                tuple(cluster.aws.instance_types), self.owner())
+                tuple(cluster.section(AwsSettings).instance_types), self.owner())
             result = aws_role.ensure_master_role(self.clients.client("iam"), scope)
         self.events(f"role {result.name} for the master's run agent: {'created' if result.created else 'updated'}")
         return [result.name] if result.created else []
@@ -236,12 +236,13 @@ class AwsProvider(Provider, abilities.BakesInBackground, abilities.ReadsHostKeys
         with translated(doing):
             network = request.network or aws_prepare.find_network(self.ec2, cluster)
             spec = self._launch_spec(request, network)
-        market = cluster.aws.effective_master_market if request.for_master else cluster.aws.worker_market
-        zones_by_type = near_zones(network.zones_by_type, near, cluster.aws.placement_group)
-        attempts = plan_attempts(cluster.aws.instance_types, zones_by_type, market, cluster.aws.on_demand_fallback)
+        aws = cluster.section(AwsSettings)
+        market = aws.effective_master_market if request.for_master else aws.worker_market
+        zones_by_type = near_zones(network.zones_by_type, near, aws.placement_group)
+        attempts = plan_attempts(aws.instance_types, zones_by_type, market, aws.on_demand_fallback)
         launched = launch_with_fallback(self.ec2, spec, attempts, self.instance_wait, self.events,
                                         run_client=self.clients.ec2_no_retries, sleep=self.sleep,
-                                        required_zone=near.zone if near and cluster.aws.placement_group else None)
+                                        required_zone=near.zone if near and aws.placement_group else None)
         if near is not None and near.zone and launched.attempt.zone != near.zone:
             self.events(f"warning: {role}s run in {launched.attempt.zone}, not in {near.name}'s zone {near.zone} "
                         "(no capacity there): DDP traffic crosses zones, with more latency and a per-GB charge")
@@ -255,7 +256,7 @@ class AwsProvider(Provider, abilities.BakesInBackground, abilities.ReadsHostKeys
         return to_nodes(raws, cluster.ssh.address, self._warn_once)
 
     def _launch_spec(self, request: LaunchRequest, network: Network) -> LaunchSpec:
-        cluster, role = request.cluster, request.role
+        cluster, role, aws = request.cluster, request.role, request.cluster.section(AwsSettings)
         image_id = request.image.id if request.image is not None else request.base or self._base_image_id(cluster)
         raw_image = aws_images.describe_image(self.ec2, image_id)
         if raw_image is None:
@@ -263,10 +264,10 @@ class AwsProvider(Provider, abilities.BakesInBackground, abilities.ReadsHostKeys
         return LaunchSpec(
             cluster=cluster.name, role=role, count=request.count, first_index=request.first_index, image_id=image_id,
             root_device=raw_image.get("RootDeviceName", "/dev/sda1"),
-            root_gib=cluster.aws.root_volume_gib if request.root_gib is None else request.root_gib,
+            root_gib=aws.root_volume_gib if request.root_gib is None else request.root_gib,
             key_name=aws_network.resource_name(cluster.name), security_group_id=str(network.security_group_id),
             subnets=dict(network.subnets), owner=self.owner(),
-            placement_group=aws_network.resource_name(cluster.name) if cluster.aws.placement_group else None,
+            placement_group=aws_network.resource_name(cluster.name) if aws.placement_group else None,
             instance_profile=self._master_profile(cluster) if request.for_master else None,
             # Whatever address SSH uses, nodes need a way out to apt, PyPI and the Hugging Face hub;
             # in a default VPC that is a public IP (preflight checks the subnets' default route).
@@ -283,13 +284,13 @@ class AwsProvider(Provider, abilities.BakesInBackground, abilities.ReadsHostKeys
             return aws_instances.loss_reason(self.ec2, node.id)
 
     def root_gib(self, cluster: ClusterConfig) -> int | None:
-        return cluster.aws.root_volume_gib
+        return cluster.section(AwsSettings).root_volume_gib
 
     def launches_together(self, cluster: ClusterConfig) -> bool:
-        return not cluster.aws.placement_group  # a placement group's zone is the master's: it goes first
+        return not cluster.section(AwsSettings).placement_group  # the group's zone is the master's: it goes first
 
     def grow_root(self, cluster: ClusterConfig, node: Node) -> bool:
-        gib = cluster.aws.root_volume_gib
+        gib = cluster.section(AwsSettings).root_volume_gib
         with translated(f"growing the root volume of {node.name} ({node.id}) to {gib} GiB"):
             size = aws_volumes.grow_root(self.ec2, node.id, gib, self.instance_wait, self.sleep)
         self.events(f"root volume of {node.name} grown from {size} to {gib} GiB" if size < gib
@@ -328,11 +329,11 @@ class AwsProvider(Provider, abilities.BakesInBackground, abilities.ReadsHostKeys
 
     def prices(self, cluster: ClusterConfig) -> dict[str, PriceQuote]:
         with translated("reading prices"):
-            return quote(self.ec2, self._pricing(), cluster.aws.instance_types, self.region)
+            return quote(self.ec2, self._pricing(), cluster.section(AwsSettings).instance_types, self.region)
 
     def placement(self, cluster: ClusterConfig) -> Placement:
-        return Placement(cluster.aws.region, cluster.aws.instance_types[0], cluster.aws.effective_master_market,
-                         cluster.aws.worker_market)
+        aws = cluster.section(AwsSettings)
+        return Placement(aws.region, aws.instance_types[0], aws.effective_master_market, aws.worker_market)
 
     def plan_notes(self, cluster: ClusterConfig) -> tuple[str, ...]:
         return aws_plan.plan_notes(cluster)
@@ -344,7 +345,3 @@ class AwsProvider(Provider, abilities.BakesInBackground, abilities.ReadsHostKeys
         with translated(f"planning {cluster.name} in {self.region}"):
             return aws_plan.planned_resources(self.ec2, self.clients.client("iam"), cluster, self.ssh_cidr(cluster),
                                               self.region)
-
-
-def make(config: ClusterConfig, events: Callable[[str], None]) -> AwsProvider:
-    return AwsProvider(region=config.aws.region or "us-east-1", profile=config.aws.profile, events=events)

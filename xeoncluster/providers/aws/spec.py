@@ -109,15 +109,12 @@ AWS = ProviderSpec(
     default_user="ubuntu",
     instance_id=re.compile(r"i-[0-9a-f]{8,17}"),
     notices="aws-imds",
-    field_checks={"region": check_region, "instance_types": check_instance_types, "vpc_id": check_vpc_id},
+    settings=AwsSettings,
     complete=complete,
-    factory="xeoncluster.providers.aws.provider:make",
     up_minutes=15.0,  # a first bake of a 100 GiB root volume, and the nodes' boots
-    access_documents="xeoncluster.providers.aws.access:access_documents",
     storage_url=re.compile(r"s3://[^/\s]+(/\S*)?"),
     storage_url_text="s3://BUCKET/PREFIX",
     agent_env=("AWS_ENDPOINT_URL",),
-    catalog="xeoncluster.providers.aws.catalog",
     machine_of=machine_of,
     moved_keys=tuple(AwsSettings.model_fields),
 )

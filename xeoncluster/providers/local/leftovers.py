@@ -16,6 +16,7 @@ from typing import Any
 from xeoncluster.providers.config import ClusterConfig
 from xeoncluster.providers.local import net
 from xeoncluster.providers.local.node import sshd_processes
+from xeoncluster.providers.local.spec import LocalSettings
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,8 @@ def sshd_roots(cluster: str) -> list[Path]:
 
 
 def locate(config: ClusterConfig) -> dict[str, Any] | None:
-    leftovers = find_local_leftovers(config.name, config.local.root)
+    leftovers = find_local_leftovers(config.name, config.section(LocalSettings).root)
     if not leftovers.found:
         return None
-    return {"provider": "local", "local.root": leftovers.root or config.local.root,
-            "local.subnet": leftovers.subnet or config.local.subnet}
+    return {"provider": "local", "local.root": leftovers.root or config.section(LocalSettings).root,
+            "local.subnet": leftovers.subnet or config.section(LocalSettings).subnet}

@@ -31,7 +31,7 @@ from xeoncluster.providers.local.node import (
     stray_sshd_pids,
     wait_for_port,
 )
-from xeoncluster.providers.local.spec import LOCAL
+from xeoncluster.providers.local.spec import LOCAL, LocalSettings
 from xeoncluster.providers.node_kinds import NodeState, Role
 
 if TYPE_CHECKING:
@@ -90,8 +90,8 @@ class LocalProvider(Provider, ReadsHostKeys, RemovesNodes, PlansResources):
         if missing:
             raise ConfigError(f"the local provider needs {', '.join(missing)}, which this machine lacks",
                               hint="apt-get install iproute2 util-linux openssh-server openssh-client tar nftables")
-        self._check_subnet(cluster.local.subnet)
-        net.check_free_addresses(cluster.local.subnet, cluster.nodes)
+        self._check_subnet(cluster.section(LocalSettings).subnet)
+        net.check_free_addresses(cluster.section(LocalSettings).subnet, cluster.nodes)
         if cluster.ssh.user != "root":
             raise ConfigError(f"ssh.user: the local provider logs in as root (got {cluster.ssh.user!r})",
                               hint="remove ssh.user or set it to root")
@@ -117,13 +117,14 @@ class LocalProvider(Provider, ReadsHostKeys, RemovesNodes, PlansResources):
         self.hosts_file(cluster.name).touch()
         (self.cluster_dir(cluster.name) / "authorized_keys").write_text(public_key + "\n")
         with self._host_lock():
-            created = net.ensure_bridge(cluster.local.subnet)
-        return Prepared({"bridge": [net.bridge_name(cluster.local.subnet)]} if created else {})
+            created = net.ensure_bridge(cluster.section(LocalSettings).subnet)
+        return Prepared({"bridge": [net.bridge_name(cluster.section(LocalSettings).subnet)]} if created else {})
 
     def planned_resources(self, cluster: ClusterConfig) -> list[PlannedResource]:
-        bridge = net.bridge_name(cluster.local.subnet)
+        subnet = cluster.section(LocalSettings).subnet
+        bridge = net.bridge_name(subnet)
         exists = net.sh(["ip", "link", "show", bridge], check=False).returncode == 0
-        return [PlannedResource("bridge", bridge, "reuse" if exists else "create", cluster.local.subnet),
+        return [PlannedResource("bridge", bridge, "reuse" if exists else "create", subnet),
                 PlannedResource("namespaces", f"xc-{cluster.name}-node0..{cluster.nodes - 1}", "create",
                                 "one sshd per node, no route off the bridge")]
 
@@ -131,10 +132,10 @@ class LocalProvider(Provider, ReadsHostKeys, RemovesNodes, PlansResources):
         cluster, count, image, first_index = request.cluster, request.count, request.image, request.first_index
         names = [f"node{first_index + i}" for i in range(count)]
         with self._host_lock():
-            ips = net.allocate_ips(cluster.local.subnet, count)
+            ips = net.allocate_ips(cluster.section(LocalSettings).subnet, count)
             for name, ip in zip(names, ips, strict=True):
                 net.create_namespace(net.netns_name(cluster.name, name), net.veth_name(cluster.name, name),
-                                     ip, cluster.local.subnet)
+                                     ip, cluster.section(LocalSettings).subnet)
         self._write_hosts(cluster.name)
         lower = self._image_home(image) if image else self.empty_lower
         with ThreadPoolExecutor(max_workers=min(16, count)) as pool:
@@ -159,7 +160,7 @@ class LocalProvider(Provider, ReadsHostKeys, RemovesNodes, PlansResources):
         argv = ["ip", "netns", "exec", net.netns_name(cluster.name, name), "unshare", "--uts", "--mount",
                 "--propagation", "private", "sh", "-c", node_boot_script(name, self.hosts_file(cluster.name),
                                                                          paths, lower)]
-        cpus = cpu_list(cluster.local.cpus_per_node, cluster.nodes, index)
+        cpus = cpu_list(cluster.section(LocalSettings).cpus_per_node, cluster.nodes, index)
         if cpus:
             argv = ["taskset", "-c", cpus, *argv]
         net.sh(argv)
@@ -225,8 +226,8 @@ class LocalProvider(Provider, ReadsHostKeys, RemovesNodes, PlansResources):
         removed["processes"] += [str(p) for p in stray]
         remove_tree(self.cluster_dir(cluster.name))
         with self._host_lock():
-            net.delete_cluster_veths(cluster.name, cluster.local.subnet)
-            removed["bridge"] = net.remove_bridge_if_unused(cluster.local.subnet)
+            net.delete_cluster_veths(cluster.name, cluster.section(LocalSettings).subnet)
+            removed["bridge"] = net.remove_bridge_if_unused(cluster.section(LocalSettings).subnet)
         return Removed({k: v for k, v in removed.items() if v})
 
     # --- images -----------------------------------------------------------------------------
@@ -310,4 +311,4 @@ class LocalProvider(Provider, ReadsHostKeys, RemovesNodes, PlansResources):
 
 
 def make(config: ClusterConfig, events: Callable[[str], None]) -> LocalProvider:
-    return LocalProvider(config.local.root, events=events)
+    return LocalProvider(config.section(LocalSettings).root, events=events)

@@ -49,6 +49,5 @@ LOCAL = ProviderSpec(
     default_user="root",
     instance_id=re.compile(rf"{re.escape(NETNS_PREFIX)}[a-z][a-z0-9-]{{0,23}}-node\d{{1,4}}"),  # netns_name()
     notices="node-file",
-    locate="xeoncluster.providers.local.leftovers:locate",
-    factory="xeoncluster.providers.local.provider:make",
+    settings=LocalSettings,
 )
