@@ -144,3 +144,37 @@ def test_bad_autostop_values_are_refused(values: dict, says: str) -> None:
 def test_zero_turns_either_off() -> None:
     config = ClusterConfig.model_validate({"idle_minutes": 0, "max_hours": 0})
     assert AutoStop(idle_minutes=config.idle_minutes, max_hours=config.max_hours or None, created_at=0).off
+
+
+class Nodes:
+    def node_list(self) -> list[str]:
+        return ["master", "node1"]
+
+
+class BeatShell:
+    def __init__(self) -> None:
+        self.commands: list[tuple[list[str], str]] = []
+
+    def run(self, nodes: list[str], command: str) -> dict[str, object]:
+        from xeoncluster.remote.shell import CommandResult
+
+        self.commands.append((nodes, command))
+        return {name: CommandResult(name, 0 if name == "master" else 255, "", "") for name in nodes}
+
+
+def test_with_the_switch_on_the_watch_stays_to_beat_once_a_minute(tmp_path: Path) -> None:
+    from xeoncluster.agent.heartbeat import Heartbeat
+
+    clock, shell, reports = Clock(), BeatShell(), []
+    settings = AutoStop(idle_minutes=0, created_at=clock.now, orphan_minutes=15)
+    (tmp_path / SETTINGS).write_text(settings.model_dump_json())
+    beat = Heartbeat(Nodes, shell, "sudo -n shutdown -h now", reports.append)  # type: ignore[arg-type]
+    watch = Watcher(tmp_path, Busy(), Removals(), reports.append, beat, clock=clock)  # type: ignore[arg-type]
+    for _ in range(5):  # 15 s apart: one beat
+        assert watch.check()
+        clock.now += 15
+    assert [nodes for nodes, _ in shell.commands] == [["master", "node1"], ["master", "node1"]]
+    assert "15 > " in shell.commands[0][1] and "'sudo -n shutdown -h now'" in shell.commands[0][1]
+    assert reports == ["no heartbeat reached node1", "no heartbeat reached node1"]
+    assert status(tmp_path).state == "watching" and not settings.off
+    assert "powers itself off" in settings.describe()

@@ -12,11 +12,13 @@ import time
 
 from xeoncluster.agent.activity import Activity
 from xeoncluster.agent.context import agent_context
+from xeoncluster.agent.heartbeat import Heartbeat
 from xeoncluster.agent.self_removal import SelfRemoval
 from xeoncluster.agent.supervisor import Supervisor
 from xeoncluster.agent.watch import Watcher
 from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.core.errors import XeonClusterError
+from xeoncluster.providers.registry import spec_for
 from xeoncluster.runs.host import LocalHost
 from xeoncluster.runs.record import RunFiles
 from xeoncluster.runs.submission import Submission
@@ -54,7 +56,9 @@ def watch_cluster(ctx: CommandContext) -> int:
     host = LocalHost(str(ctx.state.home), sys.executable)
     shell = ctx.shell()
     try:
-        return Watcher(ctx.state.path, Activity(ctx, host, shell), SelfRemoval(ctx, host, report), report).run()
+        heartbeat = Heartbeat(ctx.state.load, shell, spec_for(ctx.config.provider).poweroff, report)
+        return Watcher(ctx.state.path, Activity(ctx, host, shell), SelfRemoval(ctx, host, report), report,
+                       heartbeat).run()
     finally:
         shell.close()
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from xeoncluster.agent.activity import Activity
+from xeoncluster.agent.heartbeat import Heartbeat
 from xeoncluster.agent.self_removal import SelfRemoval
 from xeoncluster.cluster.autostop import SETTINGS, STATUS, AutoStop, WatchStatus
 from xeoncluster.cluster.state import atomic_write
@@ -24,9 +25,10 @@ TICK_SECONDS = 15.0
 
 class Watcher:
     def __init__(self, folder: Path, activity: Activity, removal: SelfRemoval, report: Callable[[str], None],
-                 clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> None:
+                 heartbeat: Heartbeat | None = None, clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self.folder, self.activity, self.removal, self.report = folder, activity, removal, report
-        self.clock, self.sleep = clock, sleep
+        self.heartbeat, self.clock, self.sleep = heartbeat, clock, sleep
         self.idle_since = clock()
 
     def run(self) -> int:
@@ -46,6 +48,7 @@ class Watcher:
         if settings is None or settings.off:
             self.write("off", "")
             return False
+        self.beat(settings)
         busy = self.busy()
         now = self.clock()
         if busy:
@@ -63,6 +66,14 @@ class Watcher:
             self.write("watching", f"the last removal failed: {why}")
             return True
         return False
+
+    def beat(self, settings: AutoStop) -> None:
+        if self.heartbeat is None:
+            return
+        try:
+            self.heartbeat.beat(settings, self.clock())
+        except Exception as exc:  # noqa: BLE001 - a missed beat is retried at the next one; the switch waits minutes
+            self.report(f"heartbeat failed ({type(exc).__name__}: {exc})")
 
     def busy(self) -> str:
         try:

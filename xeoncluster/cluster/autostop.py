@@ -25,10 +25,18 @@ class AutoStop(BaseModel):
     idle_minutes: Amount
     max_hours: Amount | None = None
     created_at: Timestamp  # the cluster's: where max_hours counts from
+    # The nodes' dead-man switch (xeoncluster/node/orphan_watch.py), fed by the watch agent's heartbeats;
+    # None where the provider's nodes cannot power themselves off (they bill nothing).
+    orphan_minutes: Amount | None = None
 
     @property
     def off(self) -> bool:
-        return not self.idle_minutes and not self.max_hours
+        """Nothing for the watch agent to do: it ends (with the switch on, it stays to send heartbeats)."""
+        return not self.idle_minutes and not self.max_hours and not self.orphan_minutes
+
+    @property
+    def removes_itself(self) -> bool:
+        return bool(self.idle_minutes or self.max_hours)
 
     @property
     def deadline(self) -> float | None:
@@ -44,13 +52,15 @@ class AutoStop(BaseModel):
 
     def describe(self) -> str:
         """For `up` and `status`: when the cluster will remove itself."""
-        if self.off:
-            return "the cluster does not remove itself (idle_minutes: 0, no max_hours); `down` removes it"
+        orphans = f"; a node that hears from no agent for {self.orphan_minutes:g} minutes (no run on it, nobody " \
+            "logged in) powers itself off" if self.orphan_minutes else ""
+        if not self.removes_itself:
+            return "the cluster does not remove itself (idle_minutes: 0, no max_hours); `down` removes it" + orphans
         parts = [f"after {minutes(self.idle_minutes)} (no run, nobody logged in over SSH)"] if self.idle_minutes \
             else []
         if self.deadline is not None:
             parts.append(f"at {clock_time(self.deadline)} whatever runs (max_hours {self.max_hours:g})")
-        return "the cluster removes itself " + ", or ".join(parts)
+        return "the cluster removes itself " + ", or ".join(parts) + orphans
 
 
 class WatchStatus(BaseModel):

@@ -31,6 +31,9 @@ class ProviderSpec:
     settings: type[BaseModel] | None = None
     # Fills in the provider's defaults (e.g. the region) in its own config section (ClusterConfig.<name>).
     complete: Callable[[Any], None] = lambda _section: None
+    # The command a node runs to power itself off for good, as its dead-man switch (orphan_minutes);
+    # None for a provider whose nodes bill nothing (and where a shutdown would stop the wrong machine).
+    poweroff: str | None = None
     # What a cold `up` can take on this provider: a `max_hours` deadline shorter than that is refused.
     up_minutes: float = 2.0
     storage_url: re.Pattern[str] | None = None  # the storage URLs it serves besides a folder (checked whole)

@@ -7,6 +7,7 @@ import shlex
 from xeoncluster.cluster.autostop import SETTINGS, STATUS, AutoStop, WatchStatus
 from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.cluster.state import ClusterRecord
+from xeoncluster.providers.registry import spec_for
 from xeoncluster.remote.shell import NodeShell
 from xeoncluster.runs import client
 from xeoncluster.runs.host import AgentHost
@@ -15,8 +16,9 @@ from xeoncluster.wire.layout import AgentLayout
 
 
 def settings_for(ctx: CommandContext, record: ClusterRecord) -> AutoStop:
+    switch = spec_for(ctx.config.provider).poweroff is not None and ctx.config.orphan_minutes > 0
     return AutoStop(idle_minutes=ctx.config.idle_minutes, max_hours=ctx.config.max_hours or None,
-                    created_at=record.created_at)
+                    created_at=record.created_at, orphan_minutes=ctx.config.orphan_minutes if switch else None)
 
 
 def folder(host: AgentHost, cluster: str) -> str:

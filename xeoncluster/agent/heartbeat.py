@@ -1,0 +1,45 @@
+"""The watch agent's side of the nodes' dead-man switch (xeoncluster/node/orphan_watch.py): about once a
+minute it touches a heartbeat on every node of the cluster, itself included, and starts the node's
+orphan watch there when none runs (a replaced node gets one at its first beat)."""
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable
+
+from xeoncluster.cluster.autostop import AutoStop
+from xeoncluster.cluster.state import ClusterRecord
+from xeoncluster.remote.shell import NodeShell
+from xeoncluster.wire.layout import NODE_LIB, NODE_MODULE, PACKAGE_ROOT, VENV
+
+BEAT_SECONDS = 60.0
+FOLDER = f"{PACKAGE_ROOT}/orphan"  # under the login home of every node
+
+
+def beat_command(minutes: float, poweroff: str) -> str:
+    """Touch the heartbeat, say the minutes, and start the watch unless one holds its lock."""
+    folder = f'"$HOME"/{FOLDER}'
+    watch = (f'PYTHONPATH="$HOME"/{NODE_LIB} setsid -f "$HOME"/{VENV}/bin/python -m {NODE_MODULE}.orphan_watch '
+             f"{folder} --poweroff {shlex.quote(poweroff)} </dev/null >>{folder}/watch.log 2>&1")
+    return (f"mkdir -p {folder} && echo {float(minutes):g} > {folder}/minutes && touch {folder}/heartbeat && "
+            f"{{ ! flock -n {folder}/orphan.lock true || {watch}; }}")
+
+
+class Heartbeat:
+    def __init__(self, load: Callable[[], ClusterRecord | None], shell: NodeShell, poweroff: str | None,
+                 report: Callable[[str], None]) -> None:
+        self.load, self.shell, self.poweroff, self.report = load, shell, poweroff, report
+        self.last = float("-inf")
+
+    def beat(self, settings: AutoStop, now: float) -> None:
+        """At most once per BEAT_SECONDS; a node that does not answer is reported, never fatal."""
+        if not settings.orphan_minutes or self.poweroff is None or now - self.last < BEAT_SECONDS:
+            return
+        self.last = now
+        record = self.load()
+        nodes = record.node_list() if record else []
+        if not nodes:
+            return
+        results = self.shell.run(nodes, beat_command(settings.orphan_minutes, self.poweroff))
+        missed = sorted(name for name, result in results.items() if not result.ok)
+        if missed:
+            self.report(f"no heartbeat reached {', '.join(missed)}")
