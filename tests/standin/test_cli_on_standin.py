@@ -468,6 +468,26 @@ def test_an_idle_cluster_terminates_itself_with_its_master_s_role(standin: Any, 
     assert not [r for r in boto3.client("iam").list_roles()["Roles"] if r["RoleName"].startswith("xeoncluster-sici")]
 
 
+def test_workers_whose_master_is_gone_power_themselves_off(cli: Cli) -> None:
+    """The master is reclaimed with no notice, and nothing takes over: its watch agent goes with it, the
+    worker hears no heartbeat for orphan_minutes, and terminates itself (an OS shutdown, with the
+    launch's InstanceInitiatedShutdownBehavior=terminate). Nothing of the cluster runs afterwards."""
+    cli.ok("up", "--name", "sico", "--nodes", "2", "--idle-minutes", "0", "--orphan-minutes", "1")
+    deadline = time.monotonic() + 120
+    while cli("exec", "--name", "sico", "--", "cat ~/xeoncluster/orphan/minutes").stdout.count("| 1") < 2:
+        assert time.monotonic() < deadline, "no heartbeat reached both nodes"
+        time.sleep(2)
+    master = [i["InstanceId"] for i in instances("sico")
+              if {"Key": "xeoncluster:role", "Value": "master"} in i.get("Tags", [])]
+    assert len(master) == 1
+    boto3.client("ec2").terminate_instances(InstanceIds=master)
+    deadline = time.monotonic() + 300
+    while instances("sico"):
+        assert time.monotonic() < deadline, f"still running: {[i['InstanceId'] for i in instances('sico')]}"
+        time.sleep(3)
+    cli.ok("down", "--name", "sico")
+
+
 ROLE_PROBE = """import boto3, botocore.exceptions as e, sys
 ec2, s3 = boto3.client("ec2", region_name="us-east-1"), boto3.client("s3", region_name="us-east-1")
 bucket, own, other, instance = sys.argv[1:]

@@ -55,9 +55,12 @@ def launch_overrides(opts: dict[str, Any]) -> dict[str, Any]:
 @click.option("--max-hours", type=float, metavar="H",
               help="remove the cluster H hours after it was created, whatever runs (a run is checkpointed "
                    "to storage first; default: no deadline; 0 = none)")
+@click.option("--orphan-minutes", type=float, metavar="N",
+              help="the nodes' dead-man switch: a node that hears from no agent for N minutes (its master gone), "
+                   "with no run on it and nobody logged in, powers itself off (default 15; 0 = never)")
 @click.pass_context
 def up(ctx: click.Context, keep_on_failure: bool, idle_minutes: float | None, max_hours: float | None,
-       **opts: Any) -> None:
+       orphan_minutes: float | None, **opts: Any) -> None:
     """Create the cluster: key, network, image (baked once, then reused), nodes, ssh config, hostfile.
 
     If any step fails or you press Ctrl-C, everything this run created is removed again
@@ -66,7 +69,8 @@ def up(ctx: click.Context, keep_on_failure: bool, idle_minutes: float | None, ma
     The cluster removes itself when idle (--idle-minutes, default 60) or at --max-hours: its watch
     agent, on the master (or on this machine for local nodes), stores what runs left and terminates it.
     """
-    overrides = launch_overrides(opts) | {"idle_minutes": idle_minutes, "max_hours": max_hours}
+    overrides = launch_overrides(opts) | {"idle_minutes": idle_minutes, "max_hours": max_hours,
+                                          "orphan_minutes": orphan_minutes}
     context = command_context(ctx, opts, overrides, creating=True)
     render.up_result(up_cmd.run(context, keep_on_failure=keep_on_failure))
 
