@@ -237,11 +237,11 @@ class AwsProvider(Provider, abilities.BakesInBackground, abilities.ReadsHostKeys
             network = request.network or aws_prepare.find_network(self.ec2, cluster)
             spec = self._launch_spec(request, network)
         market = cluster.aws.effective_master_market if request.for_master else cluster.aws.worker_market
-        zones_by_type = near_zones(network.zones_by_type, near, cluster.aws.placement_group)
-        attempts = plan_attempts(cluster.aws.instance_types, zones_by_type, market, cluster.aws.on_demand_fallback)
+        kept = aws_instances.kept_zone(near, cluster.aws, request.replacement)
+        zones_by_type = near_zones(network.zones_by_type, near, kept is not None)
+        attempts = plan_attempts(cluster.aws, zones_by_type, market, home=near.zone if near else None)
         launched = launch_with_fallback(self.ec2, spec, attempts, self.instance_wait, self.events,
-                                        run_client=self.clients.ec2_no_retries, sleep=self.sleep,
-                                        required_zone=near.zone if near and cluster.aws.placement_group else None)
+                                        run_client=self.clients.ec2_no_retries, sleep=self.sleep, kept=kept)
         if near is not None and near.zone and launched.attempt.zone != near.zone:
             self.events(f"warning: {role}s run in {launched.attempt.zone}, not in {near.name}'s zone {near.zone} "
                         "(no capacity there): DDP traffic crosses zones, with more latency and a per-GB charge")
