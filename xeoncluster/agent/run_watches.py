@@ -53,7 +53,7 @@ class RunWatches:
         run.keeper.noticed(event.node)
         run.note(f"rank {event.rank} on {event.node}: {event.reason}")
         node = next((n for n in run.plan.nodes if n.private_ip == event.node), None)
-        if node is None or node.is_master or not run.restarts_left() or event.node in run.replacements:
+        if node is None or node.is_master or not run.interruptions_left() or event.node in run.replacements:
             return  # the master's notice ends the agent too: the ranks stop at its deadline, checkpointed
         cluster = run.ctx.state.load()
         if cluster is None or not cluster.ready:
