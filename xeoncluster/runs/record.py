@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from xeoncluster.cluster.state import atomic_write
 from xeoncluster.cluster.untrusted import Amount, Count, ExitCode, Measure, Pid, Timestamp
+from xeoncluster.runs.zone_traffic import ZoneTraffic
 from xeoncluster.wire.contract import Versioned
 from xeoncluster.wire.layout import RunFolder
 
@@ -104,6 +105,7 @@ class Live(BaseModel):
     projected_cost_usd: Amount | None = None  # the cost so far plus the nodes' price for the ETA
     last_step_at: Timestamp | None = None
     evals: dict[str, Measure] = Field(default_factory=dict)  # the newest evaluation's scores
+    zone_traffic: ZoneTraffic | None = None  # the nodes sit in more than one zone: what the gradients cost
 
 
 class RunRecord(Versioned):
