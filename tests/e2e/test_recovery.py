@@ -1,6 +1,6 @@
 """Spot-native training on real local nodes: with no CLI alive, the run's agent replaces a lost node
 under its name and the run goes on from the newest checkpoint; a cluster grows in place;
---max-restarts 0 keeps the one-line failure."""
+--max-interruptions 0 keeps the one-line failure."""
 from __future__ import annotations
 
 import json
@@ -130,17 +130,18 @@ def test_a_node_that_announces_its_end_is_replaced_ahead_and_no_step_is_lost(loc
     assert leftovers(local_env, name)["namespaces"] == []
 
 
-def test_max_restarts_0_keeps_the_one_line_failure(local_env: LocalEnv, warm_image: str) -> None:
+def test_max_interruptions_0_keeps_the_one_line_failure(local_env: LocalEnv, warm_image: str) -> None:
     name = "e2enorec"
     local_env.ok("up", "--name", name, "--nodes", "2")
     try:
-        proc = start_training(local_env, name, "norec", "--max-restarts", "0")
+        proc = start_training(local_env, name, "norec", "--max-interruptions", "0")
         wait_for_step(local_env, name, "norec", 20, proc)
         lose_node(name, "node1")
         out, _ = proc.communicate(timeout=600)
         assert proc.returncode != 0
         line = out.strip().splitlines()[-1]
         assert line.startswith("error: ") and "node1" in line and "log: " in line, out[-3000:]
+        assert "--max-interruptions 0 spent" in line, out[-3000:]
         assert "restart:" not in out
     finally:
         local_env.cli("down", "--name", name)

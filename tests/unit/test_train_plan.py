@@ -64,6 +64,8 @@ def test_untuned_plan_keeps_only_rendezvous() -> None:
     (TaskRequest(task="squad", eval_file=Path("e.json")), "--eval-file needs --train-file"),
     (TaskRequest(task="squad", ppn=0), "--ppn must be at least 1"),
     (TaskRequest(task="squad", threads=0), "--threads must be at least 1"),
+    (TaskRequest(task="squad", max_restarts=-1), "--max-restarts must be 0 or more"),
+    (TaskRequest(task="squad", max_interruptions=-1), "--max-interruptions must be 0 or more"),
     (TaskRequest(task="squad", trainer_args=("--ddp-backend", "ccl")), "the ccl backend needs the intel stack"),
     (TaskRequest(task="squad", trainer_args=("--ddp_backend=ccl",)), "the ccl backend needs the intel stack"),
     (TaskRequest(task="ner"), "unknown task 'ner'"),

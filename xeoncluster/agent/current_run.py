@@ -17,7 +17,7 @@ from xeoncluster.job.train_plan import LaunchPlan
 from xeoncluster.job.train_request import AnyRequest
 from xeoncluster.node.events.events import NoticeEvent
 from xeoncluster.remote.shell import NodeShell
-from xeoncluster.runs.record import RunFiles, RunRecord
+from xeoncluster.runs.record import RestartKind, RunFiles, RunRecord
 from xeoncluster.runs.submission import Submission
 
 
@@ -67,8 +67,13 @@ class CurrentRun:
     def stack(self) -> Stack:
         return get_stack(self.ctx.config.stack)
 
-    def restarts_left(self) -> bool:
-        return len(self.record.restarts) < self.request.max_restarts
+    def interruptions_left(self) -> bool:
+        """Whether a lost node may still be replaced: node losses are not the job's failures."""
+        bound = self.request.max_interruptions
+        return bound is None or self.record.restarts_of(RestartKind.INTERRUPTION) < bound
+
+    def failure_restarts_left(self) -> bool:
+        return self.record.restarts_of(RestartKind.FAILURE) < self.request.max_restarts
 
 
 def _as_seen_here(ctx: CommandContext, plan: LaunchPlan) -> LaunchPlan:

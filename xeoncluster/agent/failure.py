@@ -45,7 +45,7 @@ def outcome_line(outcome: Outcome, nodes: list[Node], log: Path) -> str:
     if outcome.exit_code == EXIT_STOPPED:
         stopped = outcome.last(StoppedEvent)
         at = f" at step {stopped.step}" if stopped and stopped.step is not None else ""
-        return f"training stopped{at} (checkpoint saved) and was not recovered (--max-restarts spent)"
+        return f"training stopped{at} (checkpoint saved) and was not recovered"
     return failure_line(log.read_text(errors="replace"), outcome.exit_code)
 
 

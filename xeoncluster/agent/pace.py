@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from xeoncluster.cluster.untrusted import LATEST, MOST
 from xeoncluster.runs.record import Live
+from xeoncluster.runs.zone_traffic import ZoneSpread
 
 WINDOW = 64
 STALL_FACTOR = 10.0  # a step this many times slower than the median is a hang
@@ -25,6 +26,7 @@ class Pace:
     loss: float | None = None
     evals: dict[str, float] = field(default_factory=dict)
     alive: float = 0.0  # the last sign of life that was no new step
+    spread: ZoneSpread | None = None  # the launch's nodes and model, for the traffic between zones
 
     def step(self, when: float, step: int, loss: float | None) -> None:
         """A step event; one that repeats the last step (the ranks evaluating) only says they are alive."""
@@ -57,11 +59,13 @@ class Pace:
     def live(self, step: int, total: int | None, cost_usd: float, usd_per_hour: float) -> Live:
         seconds = self.step_seconds()
         eta = self.eta(step, total)
+        per_second = within(1 / seconds) if seconds else None
         return Live(loss=within(self.loss, -MOST), step_seconds=within(seconds),
-                    steps_per_second=within(1 / seconds) if seconds else None, eta_seconds=within(eta),
+                    steps_per_second=per_second, eta_seconds=within(eta),
                     last_step_at=within(self.points[-1][0], 0.0, LATEST) if self.points else None,
                     projected_cost_usd=None if eta is None else within(cost_usd + usd_per_hour * eta / 3600),
-                    evals={k: v for k, v in self.evals.items() if within(v, -MOST) is not None})
+                    evals={k: v for k, v in self.evals.items() if within(v, -MOST) is not None},
+                    zone_traffic=self.spread.estimate(per_second) if self.spread else None)
 
 
 def within(value: float | None, low: float = 0.0, high: float = MOST) -> float | None:

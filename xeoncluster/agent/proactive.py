@@ -59,7 +59,7 @@ class Replacement:
         with ctx.reporter.step(f"launch node{index} to replace {self.old.name} ahead of its loss"):
             check_ceiling(ctx, record, 1, replacing=1)
             [new] = ctx.provider.launch(LaunchRequest(ctx.config, 1, recorded_image(record), Role.WORKER, index,
-                                                      near=master, base=recorded_base(record)))
+                                                      near=master, base=recorded_base(record), replacement=True))
             add_nodes(ctx, record, [new], shell)
             if recorded_image(record) is None:
                 playbook_runner(ctx, shell).run_all(load_playbooks(), [new], ctx.reporter.detail)

@@ -19,7 +19,7 @@ from xeoncluster.node.events.events import NoticeEvent, StoppedEvent
 from xeoncluster.providers.abilities import remove_node
 from xeoncluster.providers.base import Node
 from xeoncluster.remote.shell import NodeShell
-from xeoncluster.runs.record import Restart
+from xeoncluster.runs.record import Restart, RestartKind
 from xeoncluster.wire.layout import RemoteLayout
 
 
@@ -32,7 +32,8 @@ class Recovery:
         self.run_dir = RemoteLayout(plan.home).run_dir(plan.run)
         self.verdict = ""  # why there is nothing to recover into, when there is not
 
-    def run(self, outcome: Outcome) -> Restart | None:
+    def run(self, outcome: Outcome, spent: str = "") -> Restart | None:
+        """`spent`: why a lost node may not be replaced (a budget that is used up); then it only says so."""
         started, began_at = time.monotonic(), time.time()
         cluster = self.ctx.state.load()
         if cluster is None or not cluster.ready:
@@ -46,6 +47,9 @@ class Recovery:
         if not lost:
             return None
         names = ", ".join(node.name for node, _ in lost)
+        if spent:
+            self.verdict = f"lost {names} ({'; '.join(why for _, why in lost)}) and did not replace it: {spent}"
+            return None
         self.ctx.reporter.warn(f"run {self.plan.run} lost {names} ({'; '.join(why for _, why in lost)}); recovering")
         master = cluster.node_list()[0]
         survived = master if all(node.name != master.name for node, _ in lost) else None
@@ -56,7 +60,7 @@ class Recovery:
         lost_steps = 0 if stopped is not None and stopped.step == step else max(0, last - (step or 0))
         return Restart(node=names, reason="; ".join(why for _, why in lost), from_step=step,
                        seconds=time.monotonic() - started, lost_steps=lost_steps, replacement=", ".join(swapped),
-                       began_at=began_at)
+                       began_at=began_at, kind=RestartKind.INTERRUPTION)
 
     def _replace(self, cluster: ClusterRecord, lost: list[tuple[Node, str]],
                  ready: dict[str, Node | None]) -> tuple[int | None, list[str]]:

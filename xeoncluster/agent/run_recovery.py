@@ -20,12 +20,12 @@ from xeoncluster.runs.record import Restart
 
 
 def recover(run: CurrentRun, shell: NodeShell, plan: LaunchPlan, outcome: Outcome) -> Restart | None:
-    if not run.restarts_left():
-        return None
+    """A lost node is an interruption (within --max-interruptions); a stall with every node there is the
+    job's own failure (within --max-restarts)."""
     run.keeper.recovering()
     recovery = Recovery(run.ctx, shell, plan, run.record.step, run.noticed, run.replacements)
-    restart = recovery.run(outcome)
-    if restart is None and run.stalled and not recovery.verdict:
+    restart = recovery.run(outcome, spent=interruptions_spent(run))
+    if restart is None and run.stalled and not recovery.verdict and run.failure_restarts_left():
         restart = restart_in_place(run.ctx, shell, plan, run.record.step, f"stalled: {run.stalled}")
         run.keeper.stalled()
     run.verdict = recovery.verdict
@@ -33,6 +33,13 @@ def recover(run: CurrentRun, shell: NodeShell, plan: LaunchPlan, outcome: Outcom
     if restart is not None:  # prices are estimates: asked beside the relaunch, not before it
         threading.Thread(target=price_nodes, args=(run,), name="xc-price-nodes", daemon=True).start()
     return restart
+
+
+def interruptions_spent(run: CurrentRun) -> str:
+    """Why a lost node is not replaced, when --max-interruptions says so; "" while it may be."""
+    if run.interruptions_left():
+        return ""
+    return f"--max-interruptions {run.request.max_interruptions} spent"
 
 
 def prepare_again(run: CurrentRun, shell: NodeShell, plan: LaunchPlan) -> LaunchPlan:

@@ -12,10 +12,12 @@ from xeoncluster.agent.stall import stop_stalled
 from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.job.train_request import ScriptRequest
 from xeoncluster.node.diagnostics.startup_clock import describe as describe_startup
-from xeoncluster.node.events.events import NoticeEvent, RunEvent
+from xeoncluster.node.events.events import PARAMETERS, NoticeEvent, RunEvent
 from xeoncluster.operations.train_prepare import Preparer
+from xeoncluster.providers.abilities import inter_zone_usd_per_gb
 from xeoncluster.providers.base import Node
 from xeoncluster.runs.record import Live, NodeUse, RunState
+from xeoncluster.runs.zone_traffic import ZoneSpread
 
 CANCEL_POLL_SECONDS = 1.0
 # How long the ranks get to checkpoint and stop after a cancel before mpiexec is interrupted.
@@ -39,6 +41,8 @@ class RunWatches:
                 run.note(f"eval at step {event.step}: {scores}")
         if event.kind == "started" and run.record.restarts and (took := describe_startup(event.metrics)):
             run.note(f"relaunched: rank 0 was ready to train {took} after its process started")
+        if event.kind == "started":
+            self._zones(event.metrics.get(PARAMETERS))
         if event.kind in ("started", "step") and event.step is not None:
             if event.kind == "step":
                 run.pace.step(event.time, event.step, event.loss)
@@ -53,13 +57,25 @@ class RunWatches:
         run.keeper.noticed(event.node)
         run.note(f"rank {event.rank} on {event.node}: {event.reason}")
         node = next((n for n in run.plan.nodes if n.private_ip == event.node), None)
-        if node is None or node.is_master or not run.restarts_left() or event.node in run.replacements:
+        if node is None or node.is_master or not run.interruptions_left() or event.node in run.replacements:
             return  # the master's notice ends the agent too: the ranks stop at its deadline, checkpointed
         cluster = run.ctx.state.load()
         if cluster is None or not cluster.ready:
             return
         replacement = Replacement(run.ctx, cluster, node, self._warm, self._replacement_ready)
         run.replacements[event.node] = replacement.start()
+
+    def _zones(self, parameters: float | None) -> None:
+        """Nodes in more than one zone (a replacement that crossed, where the config lets it): the run's log
+        says what the gradients' traffic costs, and its record keeps the estimate at the run's pace."""
+        run = self.run
+        if not parameters:
+            return
+        run.pace.spread = ZoneSpread(int(parameters), tuple(n.zone for n in run.plan.nodes),
+                                     inter_zone_usd_per_gb(run.ctx.provider))
+        traffic = run.pace.spread.estimate()
+        if traffic is not None:
+            run.note(f"{traffic.describe()}; {run.pace.spread.parameters:,} parameters, gradients in fp32")
 
     def _warm(self, node: Node) -> None:
         run = self.run

@@ -1,7 +1,7 @@
 """A run whose step stopped advancing, with every node still there: most often a rank stuck in an
 all-reduce. The agent keeps every rank's Python stacks (SIGUSR1: xeoncluster/node/diagnostics/thread_dumps.py) in the
 run's folder, then ends the job; the run restarts from its newest checkpoint on the same nodes,
-counted as a restart within --max-restarts.
+counted as a failure within --max-restarts (node losses count apart, within --max-interruptions).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.job.train_plan import LaunchPlan
 from xeoncluster.node.diagnostics.thread_dumps import STACKS_DIR
 from xeoncluster.remote.shell import NodeShell
-from xeoncluster.runs.record import IN_PLACE, Restart, RunFiles
+from xeoncluster.runs.record import IN_PLACE, Restart, RestartKind, RunFiles
 from xeoncluster.wire.layout import RemoteLayout
 
 DUMP_WAIT_SECONDS = 3.0
@@ -91,4 +91,4 @@ def restart_in_place(ctx: CommandContext, shell: NodeShell, plan: LaunchPlan, re
         ctx.reporter.warn(f"could not give every node the newest checkpoint ({exc.one_line()}); resuming anyway")
         step = None
     return Restart(node=IN_PLACE, reason=why, from_step=step, seconds=time.monotonic() - started,
-                   lost_steps=max(0, last - (step or 0)), replacement="")
+                   lost_steps=max(0, last - (step or 0)), replacement="", kind=RestartKind.FAILURE)

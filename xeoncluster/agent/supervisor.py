@@ -102,7 +102,7 @@ class Supervisor:
         run.attempt = Attempt(run.ctx, plan, run.files, watches.on_event)
         run.pace, run.stalled = Pace(), ""
         run.keeper.running([n.name for n in plan.nodes])
-        watched = list(plan.nodes) if run.restarts_left() else []
+        watched = list(plan.nodes) if run.interruptions_left() else []
         usage = UsageWatch(run.ctx, list(plan.nodes), plan.home, run.files, watches.on_usage, watches.check_stall,
                            scalars=UsageScalars(run.files.tensorboard))
         with NodeWatch(run.ctx, watched, watches.on_gone, run.note), usage:

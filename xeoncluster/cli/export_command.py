@@ -65,7 +65,8 @@ from xeoncluster.providers.config import ClusterConfig, default_config_path, loa
               help="--no-tune drops the computed threads/binding/tcmalloc (for comparison)")
 @click.option("--max-restarts", type=int, default=2, show_default=True,
               help="restart the job's pods and resume from the newest checkpoint this many times after a lost "
-                   "node or a failure; 0 fails at once")
+                   "node or a failure; 0 fails at once. Kubeflow counts lost nodes and failures alike, so there "
+                   "is no --max-interruptions here (`train` has it)")
 @click.pass_context
 def export(ctx: click.Context, **given: Any) -> None:
     """Print a Kubernetes manifest (YAML) that runs TASK (squad or glue), or your SCRIPT.py (or -m

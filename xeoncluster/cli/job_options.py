@@ -59,6 +59,7 @@ class TrainOptions(JobOptions):
     detach: bool
     sweeps: tuple[str, ...]
     stall_minutes: float
+    max_interruptions: int | None
     dry_run: bool
     nodes: int | None
     instance_type: str | None

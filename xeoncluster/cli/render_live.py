@@ -35,6 +35,12 @@ def usage_line(record: RunRecord) -> str:
     return "  nodes: " + "; ".join(shown) if shown else ""
 
 
+def zone_line(record: RunRecord) -> str:
+    """The run's nodes sat in more than one zone: what its gradients' traffic between them costs."""
+    traffic = record.live.zone_traffic
+    return f"run {record.run}: {traffic.describe()}" if traffic is not None else ""
+
+
 def live_lines(record: RunRecord) -> list[str]:
     if record.state.finished or record.waiting:
         return []

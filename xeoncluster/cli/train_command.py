@@ -65,8 +65,11 @@ SCRIPT_ONLY = (("--workdir", "workdir"), ("--data", "data"), ("--exclude", "excl
 @click.option("--tune/--no-tune", default=True, show_default=True,
               help="--no-tune drops the computed threads/pinning/tcmalloc (for comparison)")
 @click.option("--max-restarts", type=int, default=2, show_default=True,
-              help="when a node is lost (spot reclaim, crash), replace it and resume from the newest checkpoint "
-                   "this many times; 0 fails at once")
+              help="restart after the job's own failure (a stall: the step stopped advancing with every node "
+                   "there) this many times; 0 fails at once. Lost nodes count apart (--max-interruptions)")
+@click.option("--max-interruptions", type=int, metavar="N",
+              help="replace a lost node (spot notice, reclaim, a node gone without a word) and resume from the "
+                   "newest checkpoint this many times; 0 fails at the first loss  [default: no bound]")
 @click.option("--stall-minutes", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_STALL_MINUTES,
               show_default=True,
               help="a run whose step has not advanced for this long, and for 10x its median step time, is a hang "
@@ -113,7 +116,8 @@ def _train(ctx: click.Context, options: TrainOptions, cluster: dict[str, Any]) -
         resume = True
     request = job_request(options, {"run": run, "resume": resume, "fetch_model": options.fetch_model,
                                     "storage": options.storage, "resume_from": source,
-                                    "stall_minutes": options.stall_minutes},
+                                    "stall_minutes": options.stall_minutes,
+                                    "max_interruptions": options.max_interruptions},
                           {"data": options.data_files})
     axes = sweep.parse_axes(options.sweeps)
     context = command_context(ctx, cluster)

@@ -106,6 +106,7 @@ def resume_command(request: AnyRequest, cluster: str, run: str, resume: bool = T
     valued = (*task_valued, ("--ppn", request.ppn), ("--threads", request.threads),
               ("--fetch-model", request.fetch_model),
               ("--max-restarts", request.max_restarts if request.max_restarts != DEFAULT_MAX_RESTARTS else None),
+              ("--max-interruptions", request.max_interruptions),
               ("--stall-minutes", request.stall_minutes if request.stall_minutes != DEFAULT_STALL_MINUTES else None),
               ("--storage", request.storage))
     args += [part for flag, value in valued if value is not None for part in (flag, str(value))]
@@ -133,8 +134,9 @@ def check_request(request: AnyRequest, stack: Stack) -> None:
                               hint="or leave it out for the config's storage (README: `storage:`)") from None
     if request.stall_minutes <= 0:
         raise ConfigError(f"--stall-minutes must be more than 0 (got {request.stall_minutes})")
-    if request.max_restarts < 0:
-        raise ConfigError(f"--max-restarts must be 0 or more (got {request.max_restarts})")
+    for flag, bound in (("--max-restarts", request.max_restarts), ("--max-interruptions", request.max_interruptions)):
+        if bound is not None and bound < 0:
+            raise ConfigError(f"{flag} must be 0 or more (got {bound})")
     if request.threads is not None and request.threads < 1:
         raise ConfigError(f"--threads must be at least 1 (got {request.threads})")
     backend = requested_backend(request.trainer_args)

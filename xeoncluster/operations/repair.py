@@ -106,7 +106,7 @@ def _replace(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, dead:
             result.replaced.append(node.name)
             check_ceiling(ctx, record, 1)
             new = ctx.provider.launch(LaunchRequest(ctx.config, 1, recorded_image(record), node.role, node.index,
-                                      near=record.master, base=recorded_base(record)))
+                                      near=record.master, base=recorded_base(record), replacement=True))
             add_nodes(ctx, record, new, shell)
             record.set_nodes(by_index(record.node_list()))
 

@@ -109,6 +109,12 @@ class PurgesImages(Protocol):
 
 
 @runtime_checkable
+class BillsZoneTraffic(Protocol):
+    def inter_zone_usd_per_gb(self) -> float:
+        """What a GB between two of the provider's zones costs, both directions' charges together."""
+
+
+@runtime_checkable
 class PricesNodes(Protocol):
     def prices(self, cluster: ClusterConfig) -> dict[str, PriceQuote]: ...
 
@@ -145,6 +151,11 @@ class PlansMachines(Protocol):
 def host_keys(provider: Provider, node: Node) -> list[str]:
     """[] without the ability: the keys are then trusted on first use."""
     return provider.host_keys(node) if isinstance(provider, ReadsHostKeys) else []
+
+
+def inter_zone_usd_per_gb(provider: Provider) -> float:
+    """0.0 without the ability: traffic between zones is then not billed, or there are no zones."""
+    return provider.inter_zone_usd_per_gb() if isinstance(provider, BillsZoneTraffic) else 0.0
 
 
 def remove_node(provider: Provider, cluster: ClusterConfig, node: Node) -> Removed:

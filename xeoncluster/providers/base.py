@@ -97,6 +97,7 @@ class LaunchRequest:
     near: Node | None = None
     root_gib: int | None = None
     base: str | None = None
+    replacement: bool = False  # takes a lost node's place: kept in `near`'s zone unless the config lets it cross
 
     @property
     def for_master(self) -> bool:

@@ -19,11 +19,13 @@ from __future__ import annotations
 import time
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from xeoncluster.cluster.state import atomic_write
 from xeoncluster.cluster.untrusted import Amount, Count, ExitCode, Measure, Pid, Timestamp
+from xeoncluster.runs.zone_traffic import ZoneTraffic
 from xeoncluster.wire.contract import Versioned
 from xeoncluster.wire.layout import RunFolder
 
@@ -46,6 +48,13 @@ class RunState(StrEnum):
 IN_PLACE = "every node"  # Restart.node of a run restarted on the nodes it had (it stalled; none was lost)
 
 
+class RestartKind(StrEnum):
+    """What a restart answered: --max-interruptions bounds the one, --max-restarts the other."""
+
+    INTERRUPTION = "interruption"  # a node was lost: noticed, reclaimed, or gone without a word
+    FAILURE = "failure"            # the job itself, with every node there (it stalled)
+
+
 class Restart(BaseModel):
     node: str
     reason: str
@@ -55,6 +64,15 @@ class Restart(BaseModel):
     replacement: str = ""  # the node that took over (its own name, or a new one when replaced ahead of time)
     began_at: Timestamp = 0.0  # when the agent began recovering (the job had ended); 0: not recorded
     prepare_seconds: Amount = 0.0  # after the recovery, preparing the relaunch (topology, package and data sync)
+    kind: RestartKind = RestartKind.INTERRUPTION
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kind_of_old(cls, data: Any) -> Any:
+        """Records before the kind was written: a restart on the same nodes was a stall, any other a loss."""
+        if isinstance(data, dict) and "kind" not in data and data.get("node") == IN_PLACE:
+            return {**data, "kind": RestartKind.FAILURE}
+        return data
 
     def describe(self) -> str:
         start = f"checkpoint-{self.from_step}" if self.from_step is not None else "the start (no checkpoint yet)"
@@ -87,6 +105,7 @@ class Live(BaseModel):
     projected_cost_usd: Amount | None = None  # the cost so far plus the nodes' price for the ETA
     last_step_at: Timestamp | None = None
     evals: dict[str, Measure] = Field(default_factory=dict)  # the newest evaluation's scores
+    zone_traffic: ZoneTraffic | None = None  # the nodes sit in more than one zone: what the gradients cost
 
 
 class RunRecord(Versioned):
@@ -140,6 +159,9 @@ class RunRecord(Versioned):
     @property
     def lost_steps(self) -> int:
         return sum(r.lost_steps for r in self.restarts)
+
+    def restarts_of(self, kind: RestartKind) -> int:
+        return sum(r.kind is kind for r in self.restarts)
 
     def summary(self) -> dict[str, object]:
         """What `runs --json` prints for this run."""

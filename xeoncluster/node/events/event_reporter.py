@@ -12,10 +12,14 @@ from typing import Any
 from transformers import TrainerCallback
 
 from xeoncluster.node.diagnostics.startup_clock import StartupClock
-from xeoncluster.node.events.events import CheckpointEvent, EvalEvent, StartedEvent, StepEvent, emit
+from xeoncluster.node.events.events import PARAMETERS, CheckpointEvent, EvalEvent, StartedEvent, StepEvent, emit
 
 MIN_STEP_INTERVAL = 1.0
 EVAL_HEARTBEAT_SECONDS = 10.0
+
+
+def trained_parameters(model: Any) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 class EventReporter(TrainerCallback):
@@ -30,6 +34,8 @@ class EventReporter(TrainerCallback):
             if self.clock is not None:  # the checkpoint is loaded and DDP wrapped the model: the first step is next
                 self.clock.mark("resume")
                 metrics = self.clock.parts()
+            if kwargs.get("model") is not None:  # the agent estimates the gradients' traffic from it
+                metrics[PARAMETERS] = float(trained_parameters(kwargs["model"]))
             emit(StartedEvent(node=self.node, step=state.global_step, total=state.max_steps, metrics=metrics))
             self._first = True
 

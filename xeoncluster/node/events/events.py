@@ -59,6 +59,9 @@ class _Measured(Progress):
     metrics: dict[str, float | None] = field(default_factory=dict)
 
 
+PARAMETERS = "parameters"  # a started event's metric: the model's parameters whose gradients DDP all-reduces
+
+
 @dataclass(frozen=True, kw_only=True)
 class StartedEvent(_Measured):
     kind: Literal["started"] = field(default="started", init=False)

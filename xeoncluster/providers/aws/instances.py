@@ -26,6 +26,7 @@ from xeoncluster.providers.aws.clients import (
     tag_specs,
     tags_of,
 )
+from xeoncluster.providers.aws.spec import AwsSettings
 from xeoncluster.providers.base import TAG_OWNER, TAG_ROLE
 from xeoncluster.providers.node_kinds import Market, Node, NodeState, Role, by_index
 
@@ -124,7 +125,7 @@ def run_request(spec: LaunchSpec, attempt: Attempt, client_token: str) -> dict[s
 def near_zones(zones_by_type: Mapping[str, tuple[str, ...]], near: Node | None,
                same_zone: bool) -> dict[str, list[str]]:
     """Zones to try per type: the `near` node's zone first (DDP traffic stays in one zone), or only it
-    when a placement group binds the cluster to that zone."""
+    when the cluster is bound to that zone (a placement group, or a replacement that keeps it)."""
     wanted = near.zone if near is not None else None
     result = {}
     for itype, zones in zones_by_type.items():
@@ -133,16 +134,40 @@ def near_zones(zones_by_type: Mapping[str, tuple[str, ...]], near: Node | None,
     return result
 
 
-def plan_attempts(instance_types: list[str], zones_by_type: dict[str, list[str]], market: Market,
-                  on_demand_fallback: bool) -> list[Attempt]:
-    """Next zone, then next type, then (spot only, if allowed) the same again on demand."""
-    markets = [market] + ([Market.ON_DEMAND] if market == Market.SPOT and on_demand_fallback else [])
-    return [Attempt(t, z, m) for m in markets for t in instance_types for z in zones_by_type.get(t, [])]
+@dataclass(frozen=True)
+class KeptZone:
+    """A zone a launch may not leave, and why: said with what was tried when it has no capacity."""
+
+    zone: str
+    why: str
+    hint: str
+
+
+def kept_zone(near: Node | None, settings: AwsSettings, replacement: bool) -> KeptZone | None:
+    if near is None or not near.zone:
+        return None
+    if settings.placement_group:
+        return KeptZone(near.zone, "the zone the cluster's placement group is bound to",
+                        "retry later, add instance types, or set aws.placement_group: false")
+    if replacement and not settings.replace_across_zones:
+        return KeptZone(near.zone, f"{near.name}'s zone, which a replacement keeps (DDP traffic across zones is "
+                                   "billed per GB; aws.replace_across_zones: true lets it cross)",
+                        "retry later, add instance types, or set aws.replace_across_zones: true")
+    return None
+
+
+def plan_attempts(settings: AwsSettings, zones_by_type: dict[str, list[str]], market: Market,
+                  home: str | None = None) -> list[Attempt]:
+    """Next zone, then next type, then (spot only, if allowed) the same again on demand. With a `home`
+    zone (the master's), every type is tried there before any other zone."""
+    markets = [market] + ([Market.ON_DEMAND] if market == Market.SPOT and settings.on_demand_fallback else [])
+    attempts = [Attempt(t, z, m) for m in markets for t in settings.instance_types for z in zones_by_type.get(t, [])]
+    return sorted(attempts, key=lambda a: (markets.index(a.market), a.zone != home)) if home else attempts
 
 
 def launch_with_fallback(ec2: Any, spec: LaunchSpec, attempts: list[Attempt], wait: dict[str, int],
                          events: Callable[[str], None], run_client: Any = None,
-                         sleep: Callable[[float], None] = time.sleep, required_zone: str | None = None) -> Launched:
+                         sleep: Callable[[float], None] = time.sleep, kept: KeptZone | None = None) -> Launched:
     """One run_instances per attempt. `run_client` should have botocore retries off (capacity errors
     come as HTTP 500, which botocore would retry in the same zone); throttling is retried here."""
     failures: list[str] = []
@@ -157,10 +182,9 @@ def launch_with_fallback(ec2: Any, spec: LaunchSpec, attempts: list[Attempt], wa
         events(f"launched {spec.count} {spec.role} node(s) as {attempt}{reason}")
         return Launched(attempt, tuple(ids), tuple(failures))
     tried = "; ".join(failures) if failures else "no zone offers the requested instance types"
-    if required_zone:
-        raise ProviderError(f"could not launch {spec.count} {spec.role} node(s) in {required_zone}, the zone the "
-                            f"cluster's placement group is bound to: {tried}",
-                            hint="retry later, add instance types, or set aws.placement_group: false")
+    if kept:
+        raise ProviderError(f"could not launch {spec.count} {spec.role} node(s) in {kept.zone}, {kept.why}: {tried}",
+                            hint=kept.hint)
     hint = "add instance types or zones" + (", or set aws.on_demand_fallback: true"
                                              if attempts and attempts[0].market == Market.SPOT else "")
     raise ProviderError(f"could not launch {spec.count} {spec.role} node(s): {tried}", hint=hint)

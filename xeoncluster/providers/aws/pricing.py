@@ -12,6 +12,7 @@ from xeoncluster.providers.base import Node, PriceQuote
 from xeoncluster.providers.node_kinds import Market
 
 PRICING_REGION = "us-east-1"
+INTER_ZONE_USD_PER_GB = 0.02  # EC2 bills $0.01/GB out of one zone and $0.01/GB into the other
 
 
 def spot_prices_by_zone(ec2: Any, instance_types: list[str]) -> dict[tuple[str, str], float]:

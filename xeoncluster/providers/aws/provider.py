@@ -27,16 +27,12 @@ from xeoncluster.providers.aws.checkip import checkip_caller_ip
 from xeoncluster.providers.aws.clients import OPTIONAL_RETRIES, ApiCall, AwsClients, translated
 from xeoncluster.providers.aws.console import ConsoleWait, found_text, poll_host_keys
 from xeoncluster.providers.aws.instances import (
-    LaunchSpec,
-    describe_instances,
     launch_with_fallback,
     near_zones,
     plan_attempts,
-    terminate_now,
-    to_nodes,
 )
 from xeoncluster.providers.aws.preflight import resolve_ssh_cidr, run_preflight
-from xeoncluster.providers.aws.pricing import node_prices, quote
+from xeoncluster.providers.aws.pricing import INTER_ZONE_USD_PER_GB, node_prices, quote
 from xeoncluster.providers.aws.spec import AWS, AwsSettings
 from xeoncluster.providers.base import (
     BaseImage,
@@ -60,7 +56,7 @@ from xeoncluster.topology import CpuTopology
 class AwsProvider(Provider, abilities.BakesInBackground, abilities.ReadsHostKeys, abilities.RemovesNodes,
                   abilities.HasAccount, abilities.HasOwners, abilities.AgentOnMaster, abilities.SizesDisks,
                   abilities.LaunchesTogether, abilities.PurgesImages, abilities.PricesNodes, abilities.PlansResources,
-                  abilities.PlansMachines, abilities.HasBaseImages, abilities.ExplainsLoss):
+                  abilities.PlansMachines, abilities.HasBaseImages, abilities.ExplainsLoss, abilities.BillsZoneTraffic):
     name = "aws"
     notice_source = AWS.notices
     bake_root_gib = aws_images.BAKE_ROOT_GIB
@@ -238,30 +234,30 @@ class AwsProvider(Provider, abilities.BakesInBackground, abilities.ReadsHostKeys
             spec = self._launch_spec(request, network)
         aws = cluster.section(AwsSettings)
         market = aws.effective_master_market if request.for_master else aws.worker_market
-        zones_by_type = near_zones(network.zones_by_type, near, aws.placement_group)
-        attempts = plan_attempts(aws.instance_types, zones_by_type, market, aws.on_demand_fallback)
+        kept = aws_instances.kept_zone(near, aws, request.replacement)
+        zones_by_type = near_zones(network.zones_by_type, near, kept is not None)
+        attempts = plan_attempts(aws, zones_by_type, market, home=near.zone if near else None)
         launched = launch_with_fallback(self.ec2, spec, attempts, self.instance_wait, self.events,
-                                        run_client=self.clients.ec2_no_retries, sleep=self.sleep,
-                                        required_zone=near.zone if near and aws.placement_group else None)
+                                        run_client=self.clients.ec2_no_retries, sleep=self.sleep, kept=kept)
         if near is not None and near.zone and launched.attempt.zone != near.zone:
             self.events(f"warning: {role}s run in {launched.attempt.zone}, not in {near.name}'s zone {near.zone} "
                         "(no capacity there): DDP traffic crosses zones, with more latency and a per-GB charge")
         ids = list(launched.instance_ids)
         try:
             with translated(doing):
-                raws = describe_instances(self.ec2, ids=ids)
+                raws = aws_instances.describe_instances(self.ec2, ids=ids)
         except BaseException:
-            terminate_now(self.ec2, ids)
+            aws_instances.terminate_now(self.ec2, ids)
             raise
-        return to_nodes(raws, cluster.ssh.address, self._warn_once)
+        return aws_instances.to_nodes(raws, cluster.ssh.address, self._warn_once)
 
-    def _launch_spec(self, request: LaunchRequest, network: Network) -> LaunchSpec:
+    def _launch_spec(self, request: LaunchRequest, network: Network) -> aws_instances.LaunchSpec:
         cluster, role, aws = request.cluster, request.role, request.cluster.section(AwsSettings)
         image_id = request.image.id if request.image is not None else request.base or self._base_image_id(cluster)
         raw_image = aws_images.describe_image(self.ec2, image_id)
         if raw_image is None:
             raise ProviderError(f"image {image_id} not found in {self.region}")
-        return LaunchSpec(
+        return aws_instances.LaunchSpec(
             cluster=cluster.name, role=role, count=request.count, first_index=request.first_index, image_id=image_id,
             root_device=raw_image.get("RootDeviceName", "/dev/sda1"),
             root_gib=aws.root_volume_gib if request.root_gib is None else request.root_gib,
@@ -286,6 +282,9 @@ class AwsProvider(Provider, abilities.BakesInBackground, abilities.ReadsHostKeys
     def root_gib(self, cluster: ClusterConfig) -> int | None:
         return cluster.section(AwsSettings).root_volume_gib
 
+    def inter_zone_usd_per_gb(self) -> float:
+        return INTER_ZONE_USD_PER_GB
+
     def launches_together(self, cluster: ClusterConfig) -> bool:
         return not cluster.section(AwsSettings).placement_group  # the group's zone is the master's: it goes first
 
@@ -300,8 +299,8 @@ class AwsProvider(Provider, abilities.BakesInBackground, abilities.ReadsHostKeys
     def nodes(self, cluster: ClusterConfig, priced: bool = True) -> list[Node]:
         """The cluster's live instances, from tags, each with its estimated $/hour."""
         with translated(f"listing the nodes of {cluster.name}"):
-            raws = describe_instances(self.ec2, cluster=cluster.name, owner=self.owner())
-        nodes = to_nodes(raws, cluster.ssh.address, self._warn_once)
+            raws = aws_instances.describe_instances(self.ec2, cluster=cluster.name, owner=self.owner())
+        nodes = aws_instances.to_nodes(raws, cluster.ssh.address, self._warn_once)
         return node_prices(self.ec2, self._pricing(), nodes, self.region) if nodes and priced else nodes
 
     def host_keys(self, node: Node) -> list[str]:

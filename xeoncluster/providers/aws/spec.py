@@ -65,6 +65,7 @@ class AwsSettings(BaseModel):
     zones: list[str] = Field(default_factory=list)
     root_volume_gib: int = Field(default=100, ge=8, le=16384, strict=True)
     placement_group: bool = False
+    replace_across_zones: bool = False
     vpc_id: str | None = None
 
     @field_validator("region")
