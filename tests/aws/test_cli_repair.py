@@ -80,6 +80,19 @@ def test_a_lost_worker_is_replaced_under_its_name(xc, ec2, aws, shell):
     assert sum(MESH_MARK in c for c in shell.commands("node0")) == 2  # reach checked again
     hosts = [f for f in shell.files["node0"] if f.path == "hosts"][-1].text
     assert hosts.split() == ["node0", "node1", "node2"]
+    holds = [c for c in shell.commands("node0") if "xeoncluster.agent hold t1 up-" in c]
+    assert holds and any("xeoncluster.agent release t1 up-" in c for c in shell.commands("node0"))
+
+
+def test_a_repair_waits_for_no_other_repair_holding_the_queue(xc, ec2, aws, shell):
+    """The queue is held by another `up` (another machine): this one changes nothing and says so."""
+    assert xc("up", "--name", "t1", "--nodes", "2").code == 0
+    nodes, _ = by_name(xc)
+    spot_interrupt(nodes["node1"]["id"])
+    shell.exit_with(lambda c: "xeoncluster.agent hold t1 " in c.command, 3, "agent: the queue is held by up-x")
+    run = xc("up", "--name", "t1")
+    assert run.code == 1 and "cluster 't1' is being repaired by another `up`" in run.error, run.err
+    assert [i["InstanceId"] for i in cluster_instances(ec2)] == [nodes["node0"]["id"]]
 
 
 def test_up_with_more_nodes_adds_workers_from_the_image(xc, ec2, aws, shell):
