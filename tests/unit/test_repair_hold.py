@@ -87,9 +87,9 @@ def test_a_hold_nobody_renews_runs_out_and_the_queue_goes_on(home: Path, waiter)
     """A laptop that crashed mid-repair: its lease is never released, and the queue waits only until it expires."""
     start, marker = waiter
     host = LocalHost(str(home), sys.executable)
-    assert host.call(["hold", CLUSTER, "up-crashed", "1.5"]).ok
+    assert host.call(["hold", CLUSTER, "up-crashed", "4"]).ok
     start()
-    assert not started_within(marker, 0.8)
+    assert not started_within(marker, 1.5)
     assert started_within(marker, 10.0)
 
 
@@ -109,10 +109,10 @@ def test_two_repairs_never_hold_the_queue_at_once(home: Path) -> None:
 
 
 def test_the_hold_is_renewed_while_the_repair_works(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(queue_hold, "LEASE_SECONDS", 1.0)
-    monkeypatch.setattr(queue_hold, "RENEW_SECONDS", 0.3)
+    monkeypatch.setattr(queue_hold, "LEASE_SECONDS", 3.0)
+    monkeypatch.setattr(queue_hold, "RENEW_SECONDS", 0.5)
     runs = StateDir(CLUSTER, home).runs
     with queue_hold.queue_held(local_ctx(home), SimpleNamespace(name=CLUSTER)):
-        time.sleep(2.0)  # twice the lease: only renewals keep it
+        time.sleep(4.5)  # longer than the lease: only renewals keep it
         assert not Queue(runs).take_turn("x", lambda: pytest.fail("started under a repair")).taken
     assert Queue(runs).take_turn("x", lambda: None).taken
