@@ -34,13 +34,37 @@ def spot_interrupt(instance_id):
                                         "Server.SpotInstanceTermination")
 
 
+def test_status_exits_1_naming_a_node_that_is_gone_and_not_replaced(xc, ec2, aws):
+    assert xc("up", "--name", "t1", "--nodes", "3").code == 0
+    nodes, healthy = by_name(xc)
+    assert healthy.code == 0, healthy.err
+    spot_interrupt(nodes["node2"]["id"])
+    run = xc("status", "--name", "t1")
+    assert run.code == 1, run.out
+    assert "cluster 't1': node2 gone (no longer listed by the provider, and not replaced) (1 of 3 node(s))" \
+        in run.error
+    assert "`xeoncluster up --name t1` replaces them" in run.err and "--resume" in run.err
+    listed, as_json = by_name(xc)
+    assert as_json.code == 1 and sorted(listed) == ["node0", "node1"]
+    assert json.loads(as_json.out)["missing"] == ["node2"]
+
+
+def test_status_exits_1_when_the_master_is_gone(xc, ec2, aws):
+    assert xc("up", "--name", "t1", "--nodes", "2").code == 0
+    nodes, _ = by_name(xc)
+    spot_interrupt(nodes["node0"]["id"])
+    run = xc("status", "--name", "t1")
+    assert run.code == 1 and "node0 gone" in run.error, (run.out, run.err)
+    assert "the master (node0) does not answer" in run.out
+
+
 def test_a_lost_worker_is_replaced_under_its_name(xc, ec2, aws, shell):
     assert xc("up", "--name", "t1", "--nodes", "3").code == 0
     nodes, _ = by_name(xc)
     [image] = own_images(ec2, "t1")
     spot_interrupt(nodes["node1"]["id"])
     lost, status = by_name(xc)
-    assert status.code != 0 or "node1" not in lost
+    assert status.code == 1 and "node1" not in lost
     run = xc("up", "--name", "t1")
     assert run.code == 0, run.err
     assert "node1 is down (spot interruption (Server.SpotInstanceTermination)); replacing it" in run.err
@@ -56,6 +80,19 @@ def test_a_lost_worker_is_replaced_under_its_name(xc, ec2, aws, shell):
     assert sum(MESH_MARK in c for c in shell.commands("node0")) == 2  # reach checked again
     hosts = [f for f in shell.files["node0"] if f.path == "hosts"][-1].text
     assert hosts.split() == ["node0", "node1", "node2"]
+    holds = [c for c in shell.commands("node0") if "xeoncluster.agent hold t1 up-" in c]
+    assert holds and any("xeoncluster.agent release t1 up-" in c for c in shell.commands("node0"))
+
+
+def test_a_repair_waits_for_no_other_repair_holding_the_queue(xc, ec2, aws, shell):
+    """The queue is held by another `up` (another machine): this one changes nothing and says so."""
+    assert xc("up", "--name", "t1", "--nodes", "2").code == 0
+    nodes, _ = by_name(xc)
+    spot_interrupt(nodes["node1"]["id"])
+    shell.exit_with(lambda c: "xeoncluster.agent hold t1 " in c.command, 3, "agent: the queue is held by up-x")
+    run = xc("up", "--name", "t1")
+    assert run.code == 1 and "cluster 't1' is being repaired by another `up`" in run.error, run.err
+    assert [i["InstanceId"] for i in cluster_instances(ec2)] == [nodes["node0"]["id"]]
 
 
 def test_up_with_more_nodes_adds_workers_from_the_image(xc, ec2, aws, shell):

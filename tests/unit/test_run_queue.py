@@ -61,10 +61,10 @@ def test_runs_wait_for_the_started_run_and_for_those_submitted_before_them(tmp_p
     assert [r.run for r in queue.ahead_of("b")] == ["a"]
     assert place_line("c", queue.ahead_of("c")) == "run c queued: 3rd in line, after b"
     started: list[str] = []
-    assert queue.take_turn("b", lambda: started.append("b")) and started == []
+    assert queue.take_turn("b", lambda: started.append("b")).ahead and started == []
     write(runs, "a", RunState.SUCCEEDED, now - 50, None)
-    assert queue.take_turn("c", lambda: started.append("c")) and started == [], "b was submitted first"
-    assert queue.take_turn("b", lambda: started.append("b")) == [] and started == ["b"]
+    assert queue.take_turn("c", lambda: started.append("c")).ahead and started == [], "b was submitted first"
+    assert queue.take_turn("b", lambda: started.append("b")).taken and started == ["b"]
 
 
 def test_an_agent_that_died_or_a_train_that_never_started_one_holds_up_nobody(tmp_path: Path, agents: list) -> None:

@@ -1,5 +1,7 @@
 """`python -m xeoncluster.agent run CLUSTER RUN`: the run agent, started detached by `train`;
-`python -m xeoncluster.agent watch CLUSTER`: the cluster's watch agent (agent/watch.py), started by `up`.
+`python -m xeoncluster.agent watch CLUSTER`: the cluster's watch agent (agent/watch.py), started by `up`;
+`python -m xeoncluster.agent hold|release CLUSTER HOLDER`: a repair's lease on the queue
+(agent/repair_lease.py), taken, renewed and ended by `up`.
 
 It reads everything from its home ($XEONCLUSTER_HOME on the host it runs on): the cluster's state
 and the run's folder, and writes the run's record, log and events there.
@@ -13,15 +15,18 @@ import time
 from xeoncluster.agent.activity import Activity
 from xeoncluster.agent.context import agent_context
 from xeoncluster.agent.heartbeat import Heartbeat
+from xeoncluster.agent.queue import Queue
 from xeoncluster.agent.self_removal import SelfRemoval
 from xeoncluster.agent.supervisor import Supervisor
 from xeoncluster.agent.watch import Watcher
 from xeoncluster.cluster.command_context import CommandContext
+from xeoncluster.cluster.state import StateDir
 from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.providers.registry import spec_for
 from xeoncluster.runs.host import LocalHost
 from xeoncluster.runs.record import RunFiles
 from xeoncluster.runs.submission import Submission
+from xeoncluster.wire.contract import QUEUE_HELD_ELSEWHERE
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,7 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("run")
     watch = sub.add_parser("watch", help="remove the cluster when it is idle or at its deadline")
     watch.add_argument("cluster")
+    for verb, what in (("hold", "take or renew a repair's lease on the queue"), ("release", "end it")):
+        lease = sub.add_parser(verb, help=what)
+        lease.add_argument("cluster")
+        lease.add_argument("holder")
+        if verb == "hold":
+            lease.add_argument("seconds", type=float)
     args = parser.parse_args(argv)
+    if args.command in ("hold", "release"):
+        return hold_queue(args)
     try:
         ctx = agent_context(args.cluster)
         if args.command == "watch":
@@ -47,6 +60,20 @@ def main(argv: list[str] | None = None) -> int:
     except XeonClusterError as exc:
         print(f"agent: {exc.one_line()}", file=sys.stderr, flush=True)
         return exc.exit_code
+
+
+def hold_queue(args: argparse.Namespace) -> int:
+    """Neither the cluster's state nor its provider is needed: only the queue's folder."""
+    queue = Queue(StateDir(args.cluster).runs)
+    if args.command == "release":
+        queue.release(args.holder)
+        return 0
+    lease = queue.hold(args.holder, args.seconds)
+    if lease.holder != args.holder:
+        print(f"agent: the queue is held by {lease.holder} for {lease.expires_at - time.time():.0f}s more",
+              file=sys.stderr, flush=True)
+        return QUEUE_HELD_ELSEWHERE
+    return 0
 
 
 def watch_cluster(ctx: CommandContext) -> int:

@@ -4,7 +4,8 @@ submitted them, each once every run before it has ended, in any state.
 There is no queue process and no queue file: the run records in the cluster's runs folder are the
 queue. Every submitted run has its own agent from the start, which waits its turn; a lock beside the
 records makes taking a turn atomic. So the queue survives the CLI's death and any agent's restart,
-and an agent that died while it waited holds up nobody.
+and an agent that died while it waited holds up nobody. While `up` repairs the cluster it holds the
+queue with a lease (agent/repair_lease.py): no run takes its turn until the lease ends or runs out.
 """
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from xeoncluster.agent import repair_lease
+from xeoncluster.agent.repair_lease import RepairLease
 from xeoncluster.runs.queue_order import line_up, order
 from xeoncluster.runs.record import RunRecord, RunState
 from xeoncluster.wire.contract import AGENT_PATTERN
@@ -36,6 +39,18 @@ def agent_alive_here(pid: int | None) -> bool:
     except OSError:
         return False
     return re.search(AGENT_PATTERN, argv) is not None
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What a run's try at its turn found: the runs ahead of it, or a repair holding the queue."""
+
+    ahead: list[RunRecord] = field(default_factory=list)
+    repair: RepairLease | None = None
+
+    @property
+    def taken(self) -> bool:
+        return not self.ahead and self.repair is None
 
 
 @dataclass(frozen=True)
@@ -78,10 +93,26 @@ class Queue:
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
 
-    def take_turn(self, run: str, start: Callable[[], None]) -> list[RunRecord]:
-        """`start()` (which marks the run started) when nothing is ahead of `run`; else what is."""
+    def take_turn(self, run: str, start: Callable[[], None]) -> Turn:
+        """`start()` (which marks the run started) when nothing is ahead of `run` and no repair holds
+        the queue; else what stood in the way."""
         with self.locked():
-            ahead = self.ahead_of(run)
-            if not ahead:
+            turn = Turn(self.ahead_of(run), repair_lease.current(self.runs, self.clock()))
+            if turn.taken:
                 start()
-            return ahead
+            return turn
+
+    def hold(self, holder: str, seconds: float) -> RepairLease:
+        """Take or renew `holder`'s lease; the one in force when another holds it (then nothing changes)."""
+        with self.locked():
+            now = self.clock()
+            held = repair_lease.current(self.runs, now)
+            if held is not None and held.holder != holder:
+                return held
+            lease = RepairLease(holder=holder, expires_at=now + seconds)
+            repair_lease.write(self.runs, lease)
+            return lease
+
+    def release(self, holder: str) -> None:
+        with self.locked():
+            repair_lease.remove(self.runs, holder, self.clock())

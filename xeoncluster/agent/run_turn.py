@@ -1,5 +1,5 @@
-"""A run's turn in the cluster's queue: wait until every run submitted before it has ended (agent/queue.py),
-saying where it stands whenever that changes."""
+"""A run's turn in the cluster's queue: wait until every run submitted before it has ended and no repair
+holds the queue (agent/queue.py), saying where it stands whenever that changes."""
 from __future__ import annotations
 
 import time
@@ -16,10 +16,11 @@ def wait_turn(run: CurrentRun) -> bool:
     queue = Queue(run.files.path.parent)
     said = ""
     while not run.cancelled.is_set():
-        ahead = queue.take_turn(run.record.run, lambda: run.keeper.started(run.storage.where))
-        if not ahead:
+        turn = queue.take_turn(run.record.run, lambda: run.keeper.started(run.storage.where))
+        if turn.taken:
             return bool(said)
-        line = place_line(run.record.run, ahead)
+        line = place_line(run.record.run, turn.ahead) if turn.ahead else \
+            f"run {run.record.run} is next in line, after the repair of the cluster (`up`) under way"
         if line != said:
             run.keeper.queued()
             if not said:

@@ -117,7 +117,8 @@ def down(ctx: click.Context, purge_images: bool, force: bool, owner: str | None,
 def status(ctx: click.Context, as_json: bool, **opts: Any) -> None:
     """Show each node, its address and whether it answers over SSH.
 
-    Exits 1 when any node does not answer (the table or JSON is printed first).
+    Exits 1 when any node does not answer, or is gone with nothing in its place (the table or JSON
+    is printed first).
     """
     result = status_cmd.run(command_context(ctx, opts, locate=True))
     if as_json:

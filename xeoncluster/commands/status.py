@@ -34,13 +34,14 @@ class StatusResult:
     notes: tuple[str, ...] = ()
     gone: str = ""      # the cluster removed itself: when, why, and what is left
     autostop: str = ""  # when it will remove itself
+    missing: tuple[str, ...] = ()  # recorded nodes the provider no longer has, and nothing replaced
 
     def to_dict(self) -> dict[str, Any]:
         return {"cluster": self.cluster, "provider": self.provider,
                 "nodes": [asdict(r.node) | {"answers": r.answers, "detail": r.detail, "replaced": r.replaced}
                           for r in self.nodes],
                 "run": self.run.summary() if self.run else None, "notes": list(self.notes), "gone": self.gone,
-                "autostop": self.autostop}
+                "autostop": self.autostop, "missing": list(self.missing)}
 
 
 def run(ctx: CommandContext) -> StatusResult:
@@ -55,7 +56,17 @@ def run(ctx: CommandContext) -> StatusResult:
     active, notes = _active_run(ctx, record, rows)
     removal = None if running else removed(ctx, record)
     gone = what_remains(ctx, removal, record) if removal else ""
-    return StatusResult(ctx.config.name, ctx.config.provider, rows, active, notes, gone, _autostop(ctx, record, rows))
+    return StatusResult(ctx.config.name, ctx.config.provider, rows, active, notes, gone, _autostop(ctx, record, rows),
+                        _missing(record, nodes))
+
+
+def _missing(record: ClusterRecord | None, listed: list[Node]) -> tuple[str, ...]:
+    """Nodes this machine's record names that the provider no longer lists: lost, and not replaced
+    (the refresh above has already taken in any replacement the master's agent made)."""
+    if record is None:
+        return ()
+    there = {n.name for n in listed}
+    return tuple(n.name for n in record.node_list() if n.name not in there)
 
 
 def _autostop(ctx: CommandContext, record: ClusterRecord | None, rows: tuple[NodeStatus, ...]) -> str:
@@ -119,8 +130,15 @@ def _reachability(ctx: CommandContext, nodes: list[Node]) -> dict[str, tuple[boo
 
 
 def check_all_up(result: StatusResult) -> None:
+    """Exit 1 when a node does not answer, or is gone with nothing in its place: either way the cluster
+    cannot run on all of its nodes until `up` repairs it."""
     down = [row.node.name for row in result.nodes if not row.answers]
-    if down:
-        raise XeonClusterError(f"cluster '{result.cluster}': {', '.join(down)} down ({len(down)} of "
-                               f"{len(result.nodes)} node(s))",
-                               hint=f"`xeoncluster up --name {result.cluster}` replaces them")
+    if not down and not result.missing:
+        return
+    said = ([f"{', '.join(down)} down"] if down else []) + (
+        [f"{', '.join(result.missing)} gone (no longer listed by the provider, and not replaced)"]
+        if result.missing else [])
+    resume = ", then `xeoncluster train ... --run RUN --resume` resumes a run it stopped" if result.missing else ""
+    raise XeonClusterError(f"cluster '{result.cluster}': {'; '.join(said)} ({len(down) + len(result.missing)} of "
+                           f"{len(result.nodes) + len(result.missing)} node(s))",
+                           hint=f"`xeoncluster up --name {result.cluster}` replaces them{resume}")

@@ -40,6 +40,9 @@ class AgentHost(Protocol):
     def start(self, unit: str, args: list[str], log: str) -> None:
         """Start `python -m xeoncluster.agent ARGS` detached from this session, output to `log`."""
 
+    def call(self, args: list[str]) -> CommandResult:
+        """Run `python -m xeoncluster.agent ARGS` to its end, as the agents run."""
+
 
 def agent_command(python: str, args: list[str]) -> str:
     return shlex.join([python, "-m", AGENT_MODULE, *args])
@@ -72,6 +75,9 @@ class LocalHost:
         if not result.ok:
             raise RemoteError(f"could not start the run agent on {self.name}: {result.last_line()}")
 
+    def call(self, args: list[str]) -> CommandResult:
+        return self.run(f"XEONCLUSTER_HOME={shlex.quote(self.home)} {agent_command(self.python, args)}")
+
 
 @dataclass
 class MasterHost:
@@ -95,10 +101,25 @@ class MasterHost:
     def write(self, path: str, text: str, mode: int = 0o644) -> None:
         self.shell.put_files(self.master, [RemoteFile(path, text, mode)])
 
+    @property
+    def _env(self) -> dict[str, str]:
+        return {"XEONCLUSTER_HOME": self.home, "PYTHONPATH": f"{self.home_dir}/{APP}/{self.app}"}
+
+    @property
+    def _python(self) -> str:
+        return f"{self.home_dir}/{VENV}/bin/python"
+
+    @property
+    def _variables(self) -> str:
+        return " ".join(f"{k}={shlex.quote(v)}" for k, v in self._env.items())
+
+    def call(self, args: list[str]) -> CommandResult:
+        return self.run(f"{self._variables} {agent_command(self._python, args)}")
+
     def start(self, unit: str, args: list[str], log: str) -> None:
         """A transient systemd unit of the login user; where there is no systemd, a detached process."""
-        env = {"XEONCLUSTER_HOME": self.home, "PYTHONPATH": f"{self.home_dir}/{APP}/{self.app}"}
-        command = agent_command(f"{self.home_dir}/{VENV}/bin/python", args)
+        env = self._env
+        command = agent_command(self._python, args)
         user = "$(id -un)"
         setenv = " ".join(f"--setenv={k}={shlex.quote(v)}" for k, v in env.items())
         setenv += "".join(f' ${{{name}:+"--setenv={name}=${name}"}}' for name in self.inherit
@@ -107,8 +128,7 @@ class MasterHost:
                    f"{setenv} --working-directory={shlex.quote(self.home_dir)} "
                    f"--property=StandardOutput=append:{shlex.quote(log)} "
                    f"--property=StandardError=append:{shlex.quote(log)} {command}")
-        variables = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
-        detached = f"{variables} setsid -f {command} </dev/null >>{shlex.quote(log)} 2>&1"
+        detached = f"{self._variables} setsid -f {command} </dev/null >>{shlex.quote(log)} 2>&1"
         script = (f"mkdir -p {shlex.quote(log.rsplit('/', 1)[0])} && "
                   f"if [ -d /run/systemd/system ] && command -v systemd-run >/dev/null; then {systemd}; "
                   f"else {detached}; fi")

@@ -23,6 +23,8 @@ UNVERSIONED = 1  # what a record without a version is: written by an agent befor
 AGENT_MODULE = "xeoncluster.agent"
 AGENT_MODULES = (AGENT_MODULE, "provisioner.agent")
 AGENT_PATTERN = r"(xeoncluster|provisioner)\.agent"
+# `python -m xeoncluster.agent hold`'s exit status when another repair holds the cluster's queue.
+QUEUE_HELD_ELSEWHERE = 3
 
 
 def is_agent(pid: int, role: str = "") -> str:

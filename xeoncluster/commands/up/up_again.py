@@ -1,5 +1,6 @@
 """`up` on a cluster that is up: it repairs nodes that died or vanished, grows to --nodes, and takes
-new --idle-minutes/--max-hours in place."""
+new --idle-minutes/--max-hours in place. A repair holds the run queue (runs/queue_hold.py), so no
+queued run starts on the cluster while its nodes change."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,6 +13,8 @@ from xeoncluster.operations.repair import RepairResult, health, repair
 from xeoncluster.providers.base import Node
 from xeoncluster.remote.shell import NodeShell
 from xeoncluster.runs import client
+from xeoncluster.runs.queue_hold import queue_held
+from xeoncluster.runs.record import RunRecord
 from xeoncluster.runs.watch_client import keep_watch
 from xeoncluster.wire.contract import VERSION
 
@@ -36,10 +39,7 @@ def already_up(ctx: CommandContext, record: ClusterRecord) -> UpResult:
     active = client.active_or_none(ctx, record)
     if active is not None and upgrade_agent(ctx, record, active.run):
         return UpResult(record.name, record.node_list(), None, already_up=True)
-    if active is not None:
-        raise BusyError(f"cluster '{record.name}' is busy: run {active.run} is {active.state.value}; its agent "
-                        "replaces lost nodes itself", hint=f"`xeoncluster cancel {active.run} --name {record.name}` "
-                        "first to change the cluster")
+    _refuse_under(active, record)
     shell = ctx.shell()
     try:
         dead = [h for h in health(ctx, record, shell) if not h.alive]
@@ -47,14 +47,23 @@ def already_up(ctx: CommandContext, record: ClusterRecord) -> UpResult:
             ctx.reporter.info(f"cluster '{record.name}' is already up; nothing to do")
             return UpResult(record.name, record.node_list(), None, already_up=True,
                             autostop=rewatch(ctx, record, shell))
-        ctx.reporter.attach_log(ctx.state.new_log("up"))
-        for item in dead:
-            ctx.reporter.warn(f"{item.node.name} is down ({item.reason}); replacing it")
-        result = repair(ctx, record, shell, [h.node for h in dead], ctx.config.nodes)
-        autostop = rewatch(ctx, record, shell)
+        with queue_held(ctx, record):
+            _refuse_under(client.active_or_none(ctx, record), record)  # a queued run may have started since
+            ctx.reporter.attach_log(ctx.state.new_log("up"))
+            for item in dead:
+                ctx.reporter.warn(f"{item.node.name} is down ({item.reason}); replacing it")
+            result = repair(ctx, record, shell, [h.node for h in dead], ctx.config.nodes)
+            autostop = rewatch(ctx, record, shell)
     finally:
         shell.close()
     return UpResult(record.name, record.node_list(), None, seconds=result.seconds, repaired=result, autostop=autostop)
+
+
+def _refuse_under(active: RunRecord | None, record: ClusterRecord) -> None:
+    if active is not None:
+        raise BusyError(f"cluster '{record.name}' is busy: run {active.run} is {active.state.value}; its agent "
+                        "replaces lost nodes itself", hint=f"`xeoncluster cancel {active.run} --name {record.name}` "
+                        "first to change the cluster")
 
 
 def upgrade_agent(ctx: CommandContext, record: ClusterRecord, active: str) -> bool:
