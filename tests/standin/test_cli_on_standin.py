@@ -477,13 +477,17 @@ def test_workers_whose_master_is_gone_power_themselves_off(cli: Cli) -> None:
     while cli("exec", "--name", "sico", "--", "cat ~/xeoncluster/orphan/minutes").stdout.count("| 1") < 2:
         assert time.monotonic() < deadline, "no heartbeat reached both nodes"
         time.sleep(2)
+    watches = cli("exec", "--name", "sico", "--", "pgrep -af orphan_watch; tail -3 ~/xeoncluster/orphan/watch.log")
     master = [i["InstanceId"] for i in instances("sico")
               if {"Key": "xeoncluster:role", "Value": "master"} in i.get("Tags", [])]
     assert len(master) == 1
     boto3.client("ec2").terminate_instances(InstanceIds=master)
     deadline = time.monotonic() + 300
     while instances("sico"):
-        assert time.monotonic() < deadline, f"still running: {[i['InstanceId'] for i in instances('sico')]}"
+        if time.monotonic() > deadline:
+            left = cli("exec", "--name", "sico", "--", "pgrep -af orphan_watch; tail -5 ~/xeoncluster/orphan/watch.log")
+            raise AssertionError(f"still running: {instances('sico')}\nbefore: {watches.stdout}{watches.stderr}\n"
+                                 f"after: {left.stdout}{left.stderr}")
         time.sleep(3)
     cli.ok("down", "--name", "sico")
 

@@ -8,10 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from xeoncluster.agent import heartbeat
 from xeoncluster.agent.watch import Watcher
 from xeoncluster.cluster.autostop import SETTINGS, STATUS, AutoStop, WatchStatus
 from xeoncluster.core.errors import BusyError
 from xeoncluster.providers.config import ClusterConfig
+from xeoncluster.providers.node_kinds import Node, Role
+from xeoncluster.remote.shell import CommandResult
 
 
 class Clock:
@@ -147,34 +150,34 @@ def test_zero_turns_either_off() -> None:
 
 
 class Nodes:
-    def node_list(self) -> list[str]:
-        return ["master", "node1"]
+    def node_list(self) -> list[Node]:
+        return [Node("master", "i-1", "10.0.0.1", "10.0.0.1", Role.MASTER, "spot"),
+                Node("node1", "i-2", "10.0.0.2", "10.0.0.2", Role.WORKER, "spot")]
 
 
 class BeatShell:
     def __init__(self) -> None:
         self.commands: list[tuple[list[str], str]] = []
 
-    def run(self, nodes: list[str], command: str) -> dict[str, object]:
-        from xeoncluster.remote.shell import CommandResult
-
-        self.commands.append((nodes, command))
-        return {name: CommandResult(name, 0 if name == "master" else 255, "", "") for name in nodes}
+    def run(self, nodes: list[Node], command: str) -> dict[str, CommandResult]:
+        self.commands.append(([n.name for n in nodes], command))
+        return {n.name: CommandResult(n.name, 0 if n.is_master else 255, "", "") for n in nodes}
 
 
-def test_with_the_switch_on_the_watch_stays_to_beat_once_a_minute(tmp_path: Path) -> None:
-    from xeoncluster.agent.heartbeat import Heartbeat
-
-    clock, shell, reports = Clock(), BeatShell(), []
+def test_with_the_switch_on_the_watch_stays_to_beat_once_a_minute(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    clock, shell, reports, shipped = Clock(), BeatShell(), [], []
+    monkeypatch.setattr(heartbeat, "sync_tree", lambda _shell, nodes, *_: shipped.append([n.name for n in nodes]))
     settings = AutoStop(idle_minutes=0, created_at=clock.now, orphan_minutes=15)
     (tmp_path / SETTINGS).write_text(settings.model_dump_json())
-    beat = Heartbeat(Nodes, shell, "sudo -n shutdown -h now", reports.append)  # type: ignore[arg-type]
+    beat = heartbeat.Heartbeat(Nodes, shell, "sudo -n shutdown -h now", reports.append)  # type: ignore[arg-type]
     watch = Watcher(tmp_path, Busy(), Removals(), reports.append, beat, clock=clock)  # type: ignore[arg-type]
     for _ in range(5):  # 15 s apart: one beat
         assert watch.check()
         clock.now += 15
     assert [nodes for nodes, _ in shell.commands] == [["master", "node1"], ["master", "node1"]]
     assert "15 > " in shell.commands[0][1] and "'sudo -n shutdown -h now'" in shell.commands[0][1]
+    assert shipped == [["master", "node1"]]  # the node package, once, before the first beat
     assert reports == ["no heartbeat reached node1", "no heartbeat reached node1"]
     assert status(tmp_path).state == "watching" and not settings.off
     assert "powers itself off" in settings.describe()

@@ -1,6 +1,7 @@
 """The watch agent's side of the nodes' dead-man switch (xeoncluster/node/orphan_watch.py): about once a
 minute it touches a heartbeat on every node of the cluster, itself included, and starts the node's
-orphan watch there when none runs (a replaced node gets one at its first beat)."""
+orphan watch there when none runs (a replaced node gets one at its first beat). The watch is node code:
+a node that has not had it yet (no `train` has shipped the node package there) gets the package first."""
 from __future__ import annotations
 
 import shlex
@@ -8,6 +9,9 @@ from collections.abc import Callable
 
 from xeoncluster.cluster.autostop import AutoStop
 from xeoncluster.cluster.state import ClusterRecord
+from xeoncluster.core.paths import node_files, package_dir
+from xeoncluster.providers.node_kinds import Node
+from xeoncluster.remote.package_sync import sync_tree
 from xeoncluster.remote.shell import NodeShell
 from xeoncluster.wire.layout import NODE_LIB, NODE_MODULE, PACKAGE_ROOT, VENV
 
@@ -29,6 +33,7 @@ class Heartbeat:
                  report: Callable[[str], None]) -> None:
         self.load, self.shell, self.poweroff, self.report = load, shell, poweroff, report
         self.last = float("-inf")
+        self.shipped: set[str] = set()  # ids of the nodes known to hold the node package
 
     def beat(self, settings: AutoStop, now: float) -> None:
         """At most once per BEAT_SECONDS; a node that does not answer is reported, never fatal."""
@@ -39,7 +44,14 @@ class Heartbeat:
         nodes = record.node_list() if record else []
         if not nodes:
             return
+        self.ship([node for node in nodes if node.id not in self.shipped])
         results = self.shell.run(nodes, beat_command(settings.orphan_minutes, self.poweroff))
         missed = sorted(name for name, result in results.items() if not result.ok)
         if missed:
             self.report(f"no heartbeat reached {', '.join(missed)}")
+
+    def ship(self, nodes: list[Node]) -> None:
+        """The node package where it is not yet (sync_tree sends it only to nodes that lack this digest)."""
+        if nodes:
+            sync_tree(self.shell, nodes, package_dir().parent, node_files(), NODE_LIB.removeprefix(f"{PACKAGE_ROOT}/"))
+            self.shipped |= {node.id for node in nodes}
