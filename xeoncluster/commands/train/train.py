@@ -25,6 +25,7 @@ from xeoncluster.job.train_plan import LaunchPlan, check_request, check_run_name
 from xeoncluster.job.train_request import AnyRequest, ScriptRequest
 from xeoncluster.node.events.events import RunEvent
 from xeoncluster.operations.train_prepare import Preparer
+from xeoncluster.providers.abilities import require_prices
 from xeoncluster.providers.base import Node
 from xeoncluster.remote.shell import NodeShell
 from xeoncluster.runs import client, watch_client
@@ -81,6 +82,8 @@ def run(ctx: CommandContext, request: AnyRequest, how: SubmitMode, echo: Callabl
     if axes and request.resume:
         raise ConfigError("--sweep starts new runs; it cannot --resume one", hint="resume each run with --run RUN "
                           "--resume, or drop --resume")
+    if request.max_cost is not None:
+        require_prices(ctx.provider, "--max-cost")
     record = ctx.require_up()
     stack = get_stack(ctx.config.stack)
     check_request(request, stack)

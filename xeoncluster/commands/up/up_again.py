@@ -1,5 +1,5 @@
 """`up` on a cluster that is up: it repairs nodes that died or vanished, grows to --nodes, and takes
-new --idle-minutes/--max-hours in place."""
+new --idle-minutes/--max-hours/--max-cost in place."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -72,8 +72,9 @@ def upgrade_agent(ctx: CommandContext, record: ClusterRecord, active: str) -> bo
 
 
 def rewatch(ctx: CommandContext, record: ClusterRecord, shell: NodeShell) -> str:
-    """`up --idle-minutes/--max-hours` on a cluster that is up: its settings change in place."""
-    settings = {"idle_minutes": ctx.config.idle_minutes, "max_hours": ctx.config.max_hours}
+    """`up --idle-minutes/--max-hours/--max-cost` on a cluster that is up: its settings change in place."""
+    settings = {"idle_minutes": ctx.config.idle_minutes, "max_hours": ctx.config.max_hours,
+                "max_cost": ctx.config.max_cost}
     if any(record.config.get(key) != value for key, value in settings.items()):
         record.config.update(settings)
         ctx.state.save(record)
