@@ -82,11 +82,11 @@ def run(ctx: CommandContext, request: AnyRequest, how: SubmitMode, echo: Callabl
     if axes and request.resume:
         raise ConfigError("--sweep starts new runs; it cannot --resume one", hint="resume each run with --run RUN "
                           "--resume, or drop --resume")
+    stack = get_stack(ctx.config.stack)
+    check_request(request, stack)
     if request.max_cost is not None:
         require_prices(ctx.provider, "--max-cost")
     record = ctx.require_up()
-    stack = get_stack(ctx.config.stack)
-    check_request(request, stack)
     shell = ctx.shell()
     try:
         host = client.host_for(ctx, shell, record)
