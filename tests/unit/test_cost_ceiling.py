@@ -209,7 +209,7 @@ def test_a_cluster_at_its_max_cost_is_removed_whatever_runs(tmp_path: Path) -> N
         AutoStop(idle_minutes=0, max_cost=2.0, created_at=T0), clock.now)
     clock.now += 3600
     assert not watch.check()
-    assert removals.calls == [("cost", "at its max_cost ceiling ($2.00 spent of $2)")]
+    assert removals.calls == [("cost", "at its max_cost ceiling ($2 spent of $2)")]
 
 
 def test_an_unknown_cost_never_removes_the_cluster(tmp_path: Path) -> None:

@@ -50,7 +50,7 @@ class AutoStop(BaseModel):
         if self.deadline is not None and now >= self.deadline:
             return "deadline", f"at its max_hours deadline ({self.max_hours:g} h)"
         if self.max_cost and spent is not None and spent >= self.max_cost:
-            return "cost", f"at its max_cost ceiling (${spent:.2f} spent of ${self.max_cost:g})"
+            return "cost", f"at its max_cost ceiling (${spent:.4g} spent of ${self.max_cost:g})"
         if self.idle_minutes and not active and now - idle_since >= self.idle_minutes * 60:
             return "idle", f"after {minutes(self.idle_minutes)}"
         return None
