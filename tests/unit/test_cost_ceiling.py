@@ -247,3 +247,17 @@ def test_the_cost_removal_stops_the_active_run_first_like_the_deadline(monkeypat
 
 def test_the_watch_agent_prices_only_where_the_provider_has_prices() -> None:
     assert cluster_spend.cluster_spend(SimpleNamespace(provider=SimpleNamespace())) is None  # type: ignore[arg-type]
+
+
+def test_runs_says_why_a_run_stopped_at_its_ceiling_and_how_it_goes_on(capsys: pytest.CaptureFixture[str]) -> None:
+    from xeoncluster.cli import render_runs
+
+    line = stopped_line("stopped at its --max-cost ceiling: $5.0012 spent of $5", "",
+                        "xeoncluster train squad --name c1 --demo --max-cost 5 --run r1")
+    stopped = RunRecord(run="r1", cluster="c1", task="squad", state=RunState.CANCELLED, step=40, error=line)
+    cancelled = RunRecord(run="r2", cluster="c1", task="squad", state=RunState.CANCELLED, error="cancelled")
+    render_runs.runs_table([stopped, cancelled], "c1", [], {})
+    out = " ".join(capsys.readouterr().out.split())
+    assert ("run r1: stopped at its --max-cost ceiling: $5.0012 spent of $5; its checkpoint is on the master; "
+            "continue it with `xeoncluster train squad --name c1 --demo --run r1 --resume`") in out
+    assert "run r2:" not in out

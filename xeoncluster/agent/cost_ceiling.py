@@ -4,13 +4,14 @@ stops it: the ranks checkpoint, the agent stores the checkpoint, and the record 
 from __future__ import annotations
 
 from xeoncluster.job.train_plan import resume_line
+from xeoncluster.runs.record import CEILING_STOP
 
 
 def reached(cost_usd: float, max_cost: float | None) -> str:
     """Why the run must stop now, or "" while it is under its ceiling (or has none)."""
     if max_cost is None or cost_usd < max_cost:
         return ""
-    return f"stopped at its --max-cost ceiling: ${cost_usd:.4f} spent of ${max_cost:g}"
+    return f"{CEILING_STOP}: ${cost_usd:.4f} spent of ${max_cost:g}"
 
 
 def stopped_line(why: str, where: str, command: str) -> str:
