@@ -141,7 +141,7 @@ def _submit(ctx: CommandContext, shell: NodeShell, host: AgentHost, record: Clus
                               hint=f"pick another --run, or `xeoncluster cancel {run} --name {ctx.config.name}` "
                                    "first")
         if watch_client.removing(host, ctx.config.name):
-            raise BusyError(f"cluster '{ctx.config.name}' is removing itself (idle, or at its max_hours deadline)",
+            raise BusyError(f"cluster '{ctx.config.name}' is removing itself (idle, or at its max_hours or max_cost)",
                             hint=f"`xeoncluster up --name {ctx.config.name}` starts it again once it is gone")
         location = run_storage(ctx, preparer.request, record)
         plan = preparer.prepare(shell, run)
