@@ -13,6 +13,7 @@ import sys
 import time
 
 from xeoncluster.agent.activity import Activity
+from xeoncluster.agent.cluster_spend import cluster_spend
 from xeoncluster.agent.context import agent_context
 from xeoncluster.agent.heartbeat import Heartbeat
 from xeoncluster.agent.queue import Queue
@@ -85,7 +86,7 @@ def watch_cluster(ctx: CommandContext) -> int:
     try:
         heartbeat = Heartbeat(ctx.state.load, shell, spec_for(ctx.config.provider).poweroff, report)
         return Watcher(ctx.state.path, Activity(ctx, host, shell), SelfRemoval(ctx, host, report), report,
-                       heartbeat).run()
+                       heartbeat, spend=cluster_spend(ctx)).run()
     finally:
         shell.close()
 

@@ -36,6 +36,7 @@ class CurrentRun:
     pace: Pace = field(default_factory=Pace)
     stalled: str = ""  # why the current launch was stopped as stalled, once it was
     verdict: str = ""  # why the run cannot go on, from the last recovery
+    stopped: str = ""  # why the agent stopped the run short of its end (its --max-cost ceiling); "" for a cancel
     noticed: dict[str, NoticeEvent] = field(default_factory=dict)
     replacements: dict[str, Replacement] = field(default_factory=dict)
 

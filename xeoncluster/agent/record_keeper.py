@@ -84,6 +84,11 @@ class RecordKeeper:
             record.ended_at, record.agent_pid = time.time(), os.getpid()
 
     # -- what it costs and keeps --------------------------------------------------------------
+    def cost_now(self, now: float) -> float:
+        """The cost up to `now`, between two changes of the record."""
+        with self._lock:
+            return self.record.cost_usd + self.record.usd_per_hour * max(0.0, now - self._cost_clock) / 3600
+
     def priced(self, usd_per_hour: float) -> None:
         with self._change() as record:
             record.usd_per_hour = usd_per_hour

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import time
 
+from xeoncluster.agent.cost_ceiling import reached
 from xeoncluster.agent.current_run import CurrentRun
 from xeoncluster.agent.proactive import Replacement
 from xeoncluster.agent.stall import stop_stalled
@@ -120,20 +121,28 @@ class RunWatches:
 
     # -- a cancel -----------------------------------------------------------------------------
     def watch_cancel(self) -> None:
+        """A cancel, or the run's --max-cost ceiling reached: both stop it the same way, checkpointed."""
         run = self.run
         while not run.record.state.finished:
-            if run.files.cancel.exists() and not run.cancelled.is_set():
+            if not run.cancelled.is_set() and (why := self.stop_reason()):
                 run.cancelled.set()
-                self._cancel()
+                self._cancel(why)
             time.sleep(CANCEL_POLL_SECONDS)
 
-    def _cancel(self) -> None:
+    def stop_reason(self) -> str:
+        run = self.run
+        if run.files.cancel.exists():
+            return "cancel requested"
+        run.stopped = reached(run.keeper.cost_now(time.time()), run.request.max_cost)
+        return run.stopped
+
+    def _cancel(self, why: str) -> None:
         run = self.run
         attempt = run.attempt
         if attempt is None:  # still queued, or preparing: it ends before it launches
-            run.note("cancel requested before the run started")
+            run.note(f"{why} before the run started")
             return
-        run.note("cancel requested: the ranks save a checkpoint and stop")
+        run.note(f"{why}: the ranks save a checkpoint and stop")
         with contextlib.suppress(XeonClusterError):  # the job may have ended already
             attempt.ask_to_stop(run.control)
         deadline = time.monotonic() + CANCEL_GRACE_SECONDS

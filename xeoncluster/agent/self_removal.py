@@ -1,12 +1,12 @@
 """How an idle (or expired) cluster removes itself, from its watch agent.
 
-First what must outlive it: at a deadline the active run is cancelled, which saves a checkpoint that
-its agent stores with the run's log before it ends; then the removal itself is written to storage,
-where any machine's next `status`, `runs` or `up` finds it. Then the instances go, found by the
-cluster's tag: the workers, then the master. On a cloud the agent runs on the master and uses its
-role, which may terminate this cluster's instances only; the security group, key pair and role stay
-for the user's next `down` or `up`. For nodes on this machine the agent here removes everything, as
-`down` does, and records the removal where `down` records its own.
+First what must outlive it: at a deadline (max_hours, or the max_cost ceiling) the active run is
+cancelled, which saves a checkpoint that its agent stores with the run's log before it ends; then the
+removal itself is written to storage, where any machine's next `status`, `runs` or `up` finds it. Then
+the instances go, found by the cluster's tag: the workers, then the master. On a cloud the agent runs on
+the master and uses its role, which may terminate this cluster's instances only; the security group, key
+pair and role stay for the user's next `down` or `up`. For nodes on this machine the agent here removes
+everything, as `down` does, and records the removal where `down` records its own.
 """
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from xeoncluster.providers.abilities import AgentOnMaster, remove_node
 from xeoncluster.runs import client
 from xeoncluster.runs.host import AgentHost
 
+# What removes the cluster whatever runs: its active run is stopped with a checkpoint first.
+STOPS_RUNS = ("deadline", "cost")
 # A cancelled run checkpoints, stops and stores its checkpoint before the nodes go: how long to wait for it.
 CANCEL_WAIT_SECONDS = 900.0
 
@@ -39,7 +41,7 @@ class SelfRemoval:
     def _remove(self, by: str, detail: str) -> Removal:
         record = self.ctx.state.load()
         self.report(f"removing the cluster {detail}")
-        if by == "deadline":
+        if by in STOPS_RUNS:
             never = self._stop_runs()
             detail += f"; queued runs that never started: {', '.join(never)}" if never else ""
         removal = Removal(cluster=self.ctx.config.name, provider=self.ctx.config.provider, at=time.time(), by=by,

@@ -13,6 +13,7 @@ import threading
 from dataclasses import replace
 
 from xeoncluster.agent.attempt import Attempt, Outcome
+from xeoncluster.agent.cost_ceiling import stopped_line
 from xeoncluster.agent.current_run import CurrentRun
 from xeoncluster.agent.failure import failed_exit_code
 from xeoncluster.agent.final_metrics import write_final_metrics
@@ -82,12 +83,12 @@ class Supervisor:
         plan = run.plan
         while True:
             if run.cancelled.is_set():  # came while the launch was being prepared
-                return self.finish(RunState.CANCELLED, 130, "cancelled")
+                return self._cancelled()
             outcome = self._attempt(shell, plan)
             if outcome.exit_code == 0:
                 return self.finish(RunState.SUCCEEDED, 0)
             if run.cancelled.is_set():
-                return self.finish(RunState.CANCELLED, 130, "cancelled")
+                return self._cancelled()
             restart = recover(run, shell, plan, outcome)
             if restart is None:
                 return self.finish(RunState.FAILED, failed_exit_code(outcome), failure(run, outcome))
@@ -127,6 +128,12 @@ class Supervisor:
         run.storage.final_record()
         run.ctx.reporter.info(f"run {run.record.run}: {state.value}" + (f": {error}" if error else ""))
         return exit_code
+
+    def _cancelled(self) -> int:
+        run = self.run_now
+        if not run.stopped:
+            return self.finish(RunState.CANCELLED, 130, "cancelled")
+        return self.finish(RunState.CANCELLED, 130, stopped_line(run.stopped, run.storage.where, run.record.command))
 
     def _end_unstarted(self) -> int:
         run = self.run_now

@@ -1,6 +1,7 @@
 """`python -m xeoncluster.agent watch CLUSTER`: the cluster's watch agent. It lives where the run agents
 do (the master on a cloud, this machine for local nodes), checks every TICK_SECONDS whether the cluster
-is idle, and removes it after `idle_minutes` of idleness or at its `max_hours` deadline.
+is idle, and removes it after `idle_minutes` of idleness, at its `max_hours` deadline, or once its nodes
+have cost its `max_cost` (agent/cluster_spend.py).
 
 Its settings are re-read at every check, so `up --idle-minutes N` changes them in place; with both off
 it ends. One watch agent per cluster: a second one started meanwhile finds the lock taken and ends.
@@ -26,9 +27,10 @@ TICK_SECONDS = 15.0
 class Watcher:
     def __init__(self, folder: Path, activity: Activity, removal: SelfRemoval, report: Callable[[str], None],
                  heartbeat: Heartbeat | None = None, clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, spend: Callable[[float, float], float] | None = None
+                 ) -> None:
         self.folder, self.activity, self.removal, self.report = folder, activity, removal, report
-        self.heartbeat, self.clock, self.sleep = heartbeat, clock, sleep
+        self.heartbeat, self.clock, self.sleep, self.spend = heartbeat, clock, sleep, spend
         self.idle_since = clock()
 
     def run(self) -> int:
@@ -53,11 +55,12 @@ class Watcher:
         now = self.clock()
         if busy:
             self.idle_since = now
-        due = settings.due(now, self.idle_since, bool(busy))
+        spent = self.spent(settings, now)
+        due = settings.due(now, self.idle_since, bool(busy), spent)
         if due is None:
-            self.write("watching", busy)
+            self.write("watching", busy, spent)
             return True
-        self.write("removing", busy)
+        self.write("removing", busy, spent)
         try:
             self.removal.remove(*due)
         except Exception as exc:  # noqa: BLE001 - e.g. a `train` took the cluster's lock meanwhile: look again
@@ -75,6 +78,15 @@ class Watcher:
         except Exception as exc:  # noqa: BLE001 - a missed beat is retried at the next one; the switch waits minutes
             self.report(f"heartbeat failed ({type(exc).__name__}: {exc})")
 
+    def spent(self, settings: AutoStop, now: float) -> float | None:
+        if not settings.max_cost or self.spend is None:
+            return None
+        try:
+            return self.spend(now, settings.created_at)
+        except Exception as exc:  # noqa: BLE001 - an unknown cost is not a spent one: never remove on a failed check
+            self.report(f"could not price the cluster's nodes ({type(exc).__name__}: {exc})")
+            return None
+
     def busy(self) -> str:
         try:
             return self.activity.busy()
@@ -88,8 +100,8 @@ class Watcher:
         except (OSError, ValueError):
             return None
 
-    def write(self, state: str, busy: str) -> None:
+    def write(self, state: str, busy: str, spent: float | None = None) -> None:
         status = WatchStatus(state=state, checked_at=self.clock(), idle_since=self.idle_since, busy=busy,
-                             pid=os.getpid())
+                             pid=os.getpid(), spent_usd=spent)
         if self.folder.exists():
             atomic_write(self.folder / STATUS, status.model_dump_json(indent=1))

@@ -55,22 +55,26 @@ def launch_overrides(opts: dict[str, Any]) -> dict[str, Any]:
 @click.option("--max-hours", type=float, metavar="H",
               help="remove the cluster H hours after it was created, whatever runs (a run is checkpointed "
                    "to storage first; default: no deadline; 0 = none)")
+@click.option("--max-cost", type=float, metavar="USD",
+              help="remove the cluster once its nodes have cost USD (each node's $/hour since it launched), "
+                   "whatever runs (a run is checkpointed to storage first; default: no ceiling; 0 = none); needs a "
+                   "provider with prices; on a cluster that is up, changes it in place")
 @click.option("--orphan-minutes", type=float, metavar="N",
               help="the nodes' dead-man switch: a node that hears from no agent for N minutes (its master gone), "
                    "with no run on it and nobody logged in, powers itself off (default 15; 0 = never)")
 @click.pass_context
 def up(ctx: click.Context, keep_on_failure: bool, idle_minutes: float | None, max_hours: float | None,
-       orphan_minutes: float | None, **opts: Any) -> None:
+       max_cost: float | None, orphan_minutes: float | None, **opts: Any) -> None:
     """Create the cluster: key, network, image (baked once, then reused), nodes, ssh config, hostfile.
 
     If any step fails or you press Ctrl-C, everything this run created is removed again
     (unless --keep-on-failure) and the failed step and its log are named.
 
-    The cluster removes itself when idle (--idle-minutes, default 60) or at --max-hours: its watch
-    agent, on the master (or on this machine for local nodes), stores what runs left and terminates it.
+    The cluster removes itself when idle (--idle-minutes, default 60), at --max-hours or at --max-cost:
+    its watch agent, on the master (or on this machine for local nodes), stores what runs left and terminates it.
     """
     overrides = launch_overrides(opts) | {"idle_minutes": idle_minutes, "max_hours": max_hours,
-                                          "orphan_minutes": orphan_minutes}
+                                          "max_cost": max_cost, "orphan_minutes": orphan_minutes}
     context = command_context(ctx, opts, overrides, creating=True)
     render.up_result(up_cmd.run(context, keep_on_failure=keep_on_failure))
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from xeoncluster.runs.record import CEILING_STOP
+
 if TYPE_CHECKING:
     from xeoncluster.runs.record import RunRecord
 
@@ -39,6 +41,11 @@ def zone_line(record: RunRecord) -> str:
     """The run's nodes sat in more than one zone: what its gradients' traffic between them costs."""
     traffic = record.live.zone_traffic
     return f"run {record.run}: {traffic.describe()}" if traffic is not None else ""
+
+
+def stopped_line(record: RunRecord) -> str:
+    """A run its agent stopped at its --max-cost ceiling: why, where its checkpoint is, how it goes on."""
+    return f"run {record.run}: {record.error}" if record.error.startswith(CEILING_STOP) else ""
 
 
 def live_lines(record: RunRecord) -> list[str]:

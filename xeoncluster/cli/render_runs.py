@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from rich.table import Table
 
 from xeoncluster.cli.render import _console, launch_plan
-from xeoncluster.cli.render_live import live_lines, zone_line
+from xeoncluster.cli.render_live import live_lines, stopped_line, zone_line
 from xeoncluster.cli.render_training import echo_line
 from xeoncluster.cluster.untrusted import finite
 from xeoncluster.runs.display import shown
@@ -104,7 +104,7 @@ def runs_table(records: list[RunRecord], cluster: str, notes: list[str], places:
     console = _console()
     console.print(table)
     for record in records:
-        for line in [*live_lines(record), zone_line(record)]:
+        for line in [*live_lines(record), zone_line(record), stopped_line(record)]:
             if line:
                 console.print(shown(line))
     for note in notes:

@@ -70,6 +70,10 @@ SCRIPT_ONLY = (("--workdir", "workdir"), ("--data", "data"), ("--exclude", "excl
 @click.option("--max-interruptions", type=int, metavar="N",
               help="replace a lost node (spot notice, reclaim, a node gone without a word) and resume from the "
                    "newest checkpoint this many times; 0 fails at the first loss  [default: no bound]")
+@click.option("--max-cost", type=float, metavar="USD",
+              help="stop the run once its nodes have cost this much (their $/hour times its hours), checkpointed "
+                   "and stored as at the cluster's deadline; `train --run RUN --resume` continues it without a "
+                   "ceiling unless given a new one. Needs a provider with prices  [default: no ceiling]")
 @click.option("--stall-minutes", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_STALL_MINUTES,
               show_default=True,
               help="a run whose step has not advanced for this long, and for 10x its median step time, is a hang "
@@ -117,7 +121,8 @@ def _train(ctx: click.Context, options: TrainOptions, cluster: dict[str, Any]) -
     request = job_request(options, {"run": run, "resume": resume, "fetch_model": options.fetch_model,
                                     "storage": options.storage, "resume_from": source,
                                     "stall_minutes": options.stall_minutes,
-                                    "max_interruptions": options.max_interruptions},
+                                    "max_interruptions": options.max_interruptions,
+                                    "max_cost": options.max_cost},
                           {"data": options.data_files})
     axes = sweep.parse_axes(options.sweeps)
     context = command_context(ctx, cluster)

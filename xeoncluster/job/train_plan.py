@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 import time
@@ -108,13 +109,26 @@ def resume_command(request: AnyRequest, cluster: str, run: str, resume: bool = T
               ("--max-restarts", request.max_restarts if request.max_restarts != DEFAULT_MAX_RESTARTS else None),
               ("--max-interruptions", request.max_interruptions),
               ("--stall-minutes", request.stall_minutes if request.stall_minutes != DEFAULT_STALL_MINUTES else None),
-              ("--storage", request.storage))
+              ("--storage", request.storage),
+              # A resumed run gets a ceiling of its own only when one is given: the spent one is not renewed.
+              ("--max-cost", None if resume else request.max_cost))
     args += [part for flag, value in valued if value is not None for part in (flag, str(value))]
     args += [flag for flag, on in (("--demo", task is not None and task.demo), ("--offline", request.offline),
                                    ("--no-tune", not request.tuned)) if on]
     args += [part for name, _ in request.env for part in ("--env", f"{name}=...")]
     args += ["--run", run, *(["--resume"] if resume else [])]
     return shlex.join(args + (["--", *request.trainer_args] if request.trainer_args else []))
+
+
+def resume_line(command: str) -> str:
+    """The line that continues a run, from the one that submits it again (its record's `command`): with
+    --resume, and without its --max-cost, as resume_command() writes it."""
+    args = shlex.split(command)
+    at = args.index("--") if "--" in args else len(args)
+    head = args[:at]
+    if "--max-cost" in head:
+        del head[head.index("--max-cost"):head.index("--max-cost") + 2]
+    return shlex.join([*head, "--resume", *args[at:]])
 
 
 def check_request(request: AnyRequest, stack: Stack) -> None:
@@ -137,6 +151,8 @@ def check_request(request: AnyRequest, stack: Stack) -> None:
     for flag, bound in (("--max-restarts", request.max_restarts), ("--max-interruptions", request.max_interruptions)):
         if bound is not None and bound < 0:
             raise ConfigError(f"{flag} must be 0 or more (got {bound})")
+    if request.max_cost is not None and not (math.isfinite(request.max_cost) and request.max_cost > 0):
+        raise ConfigError(f"--max-cost must be a number of US dollars above 0 (got {request.max_cost})")
     if request.threads is not None and request.threads < 1:
         raise ConfigError(f"--threads must be at least 1 (got {request.threads})")
     backend = requested_backend(request.trainer_args)

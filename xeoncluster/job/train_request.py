@@ -30,6 +30,7 @@ class TrainRequest:
     tuned: bool = True
     max_restarts: int = DEFAULT_MAX_RESTARTS  # the job's own failures (a stall); lost nodes count apart
     max_interruptions: int | None = None  # lost nodes replaced before the run gives up; None: no bound
+    max_cost: float | None = None  # USD of node-hours the run may spend before it stops, checkpointed; None: no bound
     storage: str | None = None  # --storage: where the run is kept beyond the nodes (else the config's)
     stall_minutes: float = DEFAULT_STALL_MINUTES  # a step this long overdue (and 10x the median step) is a hang
 

@@ -158,6 +158,13 @@ def inter_zone_usd_per_gb(provider: Provider) -> float:
     return provider.inter_zone_usd_per_gb() if isinstance(provider, BillsZoneTraffic) else 0.0
 
 
+def require_prices(provider: Provider, option: str) -> None:
+    """A spending ceiling is enforced from the nodes' prices: without them it could never be reached."""
+    if not isinstance(provider, PricesNodes):
+        raise ConfigError(f"{option}: the {provider.name} provider has no node prices, so a spending ceiling "
+                          "could never be reached", hint="drop it on this provider")
+
+
 def remove_node(provider: Provider, cluster: ClusterConfig, node: Node) -> Removed:
     if not isinstance(provider, RemovesNodes):
         raise ProviderError(f"the {provider.name} provider cannot remove a single node",

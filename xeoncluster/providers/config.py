@@ -54,6 +54,7 @@ class SharedConfig(Strict):
     storage: StorageSettings = Field(default_factory=StorageSettings)
     idle_minutes: float = Field(default=60, ge=0, le=525600, strict=True, allow_inf_nan=False)
     max_hours: float | None = Field(default=None, ge=0, le=8760, strict=True, allow_inf_nan=False)
+    max_cost: float | None = Field(default=None, ge=0, le=10_000_000, strict=True, allow_inf_nan=False)
     orphan_minutes: float = Field(default=15, ge=0, le=10080, strict=True, allow_inf_nan=False)
     apt: AptSettings = Field(default_factory=AptSettings)
 

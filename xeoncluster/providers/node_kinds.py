@@ -54,6 +54,7 @@ class Node:
     state: NodeState = NodeState.RUNNING
     price_per_hour: float | None = None
     owner: str | None = None  # the owner tag the provider shows (None where nothing is owned)
+    launched_at: float | None = None  # epoch seconds, where the provider says when the machine started billing
 
     def __post_init__(self) -> None:
         # Nodes built from plain strings (the provider's tags, older callers) hold the enums all the same;

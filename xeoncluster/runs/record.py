@@ -45,6 +45,8 @@ class RunState(StrEnum):
         return self in (RunState.SUCCEEDED, RunState.FAILED, RunState.CANCELLED)
 
 
+# How the error of a run its agent stopped at its `train --max-cost` ceiling starts (state: cancelled).
+CEILING_STOP = "stopped at its --max-cost ceiling"
 IN_PLACE = "every node"  # Restart.node of a run restarted on the nodes it had (it stalled; none was lost)
 
 

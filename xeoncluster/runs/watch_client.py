@@ -18,7 +18,8 @@ from xeoncluster.wire.layout import AgentLayout
 def settings_for(ctx: CommandContext, record: ClusterRecord) -> AutoStop:
     switch = spec_for(ctx.config.provider).poweroff is not None and ctx.config.orphan_minutes > 0
     return AutoStop(idle_minutes=ctx.config.idle_minutes, max_hours=ctx.config.max_hours or None,
-                    created_at=record.created_at, orphan_minutes=ctx.config.orphan_minutes if switch else None)
+                    created_at=record.created_at, orphan_minutes=ctx.config.orphan_minutes if switch else None,
+                    max_cost=ctx.config.max_cost or None)
 
 
 def folder(host: AgentHost, cluster: str) -> str:

@@ -25,6 +25,7 @@ from xeoncluster.job.train_plan import LaunchPlan, check_request, check_run_name
 from xeoncluster.job.train_request import AnyRequest, ScriptRequest
 from xeoncluster.node.events.events import RunEvent
 from xeoncluster.operations.train_prepare import Preparer
+from xeoncluster.providers.abilities import require_prices
 from xeoncluster.providers.base import Node
 from xeoncluster.remote.shell import NodeShell
 from xeoncluster.runs import client, watch_client
@@ -81,9 +82,11 @@ def run(ctx: CommandContext, request: AnyRequest, how: SubmitMode, echo: Callabl
     if axes and request.resume:
         raise ConfigError("--sweep starts new runs; it cannot --resume one", hint="resume each run with --run RUN "
                           "--resume, or drop --resume")
-    record = ctx.require_up()
     stack = get_stack(ctx.config.stack)
     check_request(request, stack)
+    if request.max_cost is not None:
+        require_prices(ctx.provider, "--max-cost")
+    record = ctx.require_up()
     shell = ctx.shell()
     try:
         host = client.host_for(ctx, shell, record)
@@ -138,7 +141,7 @@ def _submit(ctx: CommandContext, shell: NodeShell, host: AgentHost, record: Clus
                               hint=f"pick another --run, or `xeoncluster cancel {run} --name {ctx.config.name}` "
                                    "first")
         if watch_client.removing(host, ctx.config.name):
-            raise BusyError(f"cluster '{ctx.config.name}' is removing itself (idle, or at its max_hours deadline)",
+            raise BusyError(f"cluster '{ctx.config.name}' is removing itself (idle, or at its max_hours or max_cost)",
                             hint=f"`xeoncluster up --name {ctx.config.name}` starts it again once it is gone")
         location = run_storage(ctx, preparer.request, record)
         plan = preparer.prepare(shell, run)

@@ -43,6 +43,7 @@ from xeoncluster.providers.abilities import (
     SizesDisks,
     bake_root_gib,
     remove_node,
+    require_prices,
     root_gib,
     start_bake,
 )
@@ -56,6 +57,8 @@ T = TypeVar("T")
 
 
 def run(ctx: CommandContext, keep_on_failure: bool = False) -> UpResult:
+    if ctx.config.max_cost:
+        require_prices(ctx.provider, "max_cost (--max-cost)")
     with ctx.state.lock("up"):
         existing = ctx.state.load()
         gone = removed_itself(ctx, existing)

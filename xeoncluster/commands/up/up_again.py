@@ -1,6 +1,6 @@
 """`up` on a cluster that is up: it repairs nodes that died or vanished, grows to --nodes, and takes
-new --idle-minutes/--max-hours in place. A repair holds the run queue (runs/queue_hold.py), so no
-queued run starts on the cluster while its nodes change."""
+new --idle-minutes/--max-hours/--max-cost/--orphan-minutes in place. A repair holds the run queue
+(runs/queue_hold.py), so no queued run starts on the cluster while its nodes change."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -81,8 +81,9 @@ def upgrade_agent(ctx: CommandContext, record: ClusterRecord, active: str) -> bo
 
 
 def rewatch(ctx: CommandContext, record: ClusterRecord, shell: NodeShell) -> str:
-    """`up --idle-minutes/--max-hours` on a cluster that is up: its settings change in place."""
-    settings = {"idle_minutes": ctx.config.idle_minutes, "max_hours": ctx.config.max_hours}
+    """`up --idle-minutes/--max-hours/--max-cost` on a cluster that is up: its settings change in place."""
+    settings = {"idle_minutes": ctx.config.idle_minutes, "max_hours": ctx.config.max_hours,
+                "max_cost": ctx.config.max_cost}
     if any(record.config.get(key) != value for key, value in settings.items()):
         record.config.update(settings)
         ctx.state.save(record)

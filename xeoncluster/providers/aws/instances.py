@@ -7,6 +7,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, cast
 
 from botocore.exceptions import BotoCoreError, ClientError, WaiterError
@@ -307,7 +308,13 @@ def to_node(raw: dict[str, Any], address: str) -> Node | None:
         market=Market.SPOT if raw.get("InstanceLifecycle") == Market.SPOT else Market.ON_DEMAND,
         zone=raw.get("Placement", {}).get("AvailabilityZone"), instance_type=raw.get("InstanceType"),
         state=state_of(raw.get("State", {}).get("Name", NodeState.UNKNOWN)), owner=tags.get(TAG_OWNER),
+        launched_at=launched_at(raw),
     )
+
+
+def launched_at(raw: dict[str, Any]) -> float | None:
+    launch = raw.get("LaunchTime")
+    return launch.timestamp() if isinstance(launch, datetime) else None
 
 
 def role_of(tag: str) -> Role:
