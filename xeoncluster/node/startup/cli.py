@@ -29,7 +29,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--max-eval-samples", type=int)
     data.add_argument("--max-seq-length", type=int, help="default 384 (demo: 64)")
     data.add_argument("--cache-dir", help="tokenized features cache (default ~/.cache/xeoncluster/features)")
-    run = parser.add_argument_group("training")
+    _training(parser.add_argument_group("training"))
+
+
+def _training(run: argparse._ArgumentGroup) -> None:
     run.add_argument("--output-dir", help="where checkpoints, the model and metrics.json go")
     run.add_argument("--epochs", type=float, help="default 1 (demo: squad 8, glue 3)")
     run.add_argument("--max-steps", type=int, default=-1)
@@ -51,6 +54,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="a save copies the state in memory and the files are written in the background, so the step "
         "waits only for the copy (default: off)",
+    )
+    run.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="torch.compile the model (TrainingArguments torch_compile, inductor): the first steps pay for "
+        "compiling (default: off)",
     )
     run.add_argument("--precision", choices=PRECISIONS, help="default auto (demo: fp32)")
     run.add_argument("--stack", choices=STACKS, help="software stack (default: $XC_STACK or stock)")

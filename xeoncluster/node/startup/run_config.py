@@ -58,6 +58,7 @@ class RunConfig:
     seed: int = 42
     save_steps: int | None = None
     async_save: bool | None = None  # None: async_save.DEFAULT_ASYNC_SAVE
+    torch_compile: bool | None = None  # None: trainer_setup.DEFAULT_COMPILE
     resume: bool = False
     warm_data: bool = False  # only the data work, single process, then exit (runner._warm_data)
     version_2_with_negative: str = "auto"
@@ -132,6 +133,7 @@ def from_args(args: Any, trainer_overrides: dict[str, Any]) -> RunConfig:
         seed=args.seed,
         save_steps=args.save_steps,
         async_save=args.async_save,
+        torch_compile=args.compile,
         resume=args.resume,
         warm_data=args.warm_data,
         version_2_with_negative=getattr(args, "version_2_with_negative", "auto"),

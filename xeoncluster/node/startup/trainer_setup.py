@@ -14,6 +14,8 @@ from xeoncluster.node.startup.stack_check import StackPlan
 DEFAULT_LOGGING_STEPS = 0.05
 # Four evaluations during training give loss.png an eval curve; before/after come from the scoring passes.
 DEFAULT_EVAL_STEPS = 0.25
+# See docs/benchmarks.md (torch.compile on CPU training) for what it costs and saves.
+DEFAULT_COMPILE = False
 
 
 def training_arguments(config: RunConfig, plan: StackPlan, precision: str, has_eval: bool = False) -> Any:
@@ -43,6 +45,7 @@ def training_arguments(config: RunConfig, plan: StackPlan, precision: str, has_e
         "use_cpu": True,
         "bf16": precision == "bf16",
         "dataloader_num_workers": 0,
+        "torch_compile": DEFAULT_COMPILE if config.torch_compile is None else config.torch_compile,
         "ddp_grad_comm": resolve_grad_comm(config.grad_comm, precision),
         **_known_fields(RunTrainingArguments, TRAINER_DEFAULTS),
     }
