@@ -472,9 +472,9 @@ def test_workers_whose_master_is_gone_power_themselves_off(cli: Cli) -> None:
     """The master is reclaimed with no notice, and nothing takes over: its watch agent goes with it, the
     worker hears no heartbeat for orphan_minutes, and terminates itself (an OS shutdown, with the
     launch's InstanceInitiatedShutdownBehavior=terminate). Nothing of the cluster runs afterwards."""
-    cli.ok("up", "--name", "sico", "--nodes", "2", "--idle-minutes", "0", "--orphan-minutes", "1")
+    cli.ok("up", "--name", "sico", "--nodes", "2", "--idle-minutes", "0", "--orphan-minutes", "0.5")
     deadline = time.monotonic() + 120
-    while cli("exec", "--name", "sico", "--", "cat ~/xeoncluster/orphan/minutes").stdout.count("| 1") < 2:
+    while cli("exec", "--name", "sico", "--", "cat ~/xeoncluster/orphan/minutes").stdout.count("| 0.5") < 2:
         assert time.monotonic() < deadline, "no heartbeat reached both nodes"
         time.sleep(2)
     watches = cli("exec", "--name", "sico", "--", "pgrep -af orphan_watch; tail -3 ~/xeoncluster/orphan/watch.log")
