@@ -114,7 +114,13 @@ def test_killed_sshd_shows_as_down(local_env: LocalEnv, warm_image: str) -> None
         # `up` names the dead node and replaces it under its name (the recovery issue).
         again = local_env.ok("up", "--name", name)
         assert "node1 is down (stopped); replacing it" in again.err and "replaced node1" in again.out
-        subprocess.run(["ip", "netns", "del", f"xc-{name}-node2"], check=True)
+        # A reclaimed machine takes its processes with it: deleting the namespace alone left node2's SSH
+        # sessions running in it, unreachable, after the test.
+        vanished = f"xc-{name}-node2"
+        pids = subprocess.run(["ip", "netns", "pids", vanished], capture_output=True, text=True, check=True)
+        for pid in pids.stdout.split():
+            os.kill(int(pid), signal.SIGKILL)
+        subprocess.run(["ip", "netns", "del", vanished], check=True)
         gone = local_env.ok("up", "--name", name)
         assert "node2 is down (gone); replacing it" in gone.err
         healthy = local_env.ok("status", "--name", name, "--json")
