@@ -7,12 +7,15 @@ reaches no other):
     PREFIX/CLUSTER/runs/RUN/results/metrics.json, predictions.json, null_odds.json, loss.png
     PREFIX/CLUSTER/runs/RUN/model/...                       (the final model, Hugging Face format)
     PREFIX/CLUSTER/removed.json                             (when the cluster removed itself, and why)
+    PREFIX/CLUSTER/master-lease.json                        (which node is the master, and since which epoch)
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+from xeoncluster.core.errors import XeonClusterError
 
 MANIFEST = "MANIFEST.json"
 
@@ -21,6 +24,19 @@ MANIFEST = "MANIFEST.json"
 class StoredObject:
     key: str
     size: int
+
+
+@dataclass(frozen=True)
+class Versioned:
+    """An object's text and a token for the version read: equal tokens, equal content. Opaque: only
+    the backend that gave it compares it."""
+
+    text: str
+    version: str
+
+
+class StaleVersion(XeonClusterError):
+    """A conditional write refused: the object was made, changed or removed since its version was read."""
 
 
 @dataclass(frozen=True)
@@ -76,3 +92,10 @@ class Storage(Protocol):
     def delete(self, keys: list[str]) -> None: ...
 
     def copy(self, source: str, target: str) -> None: ...
+
+    def read_versioned(self, key: str) -> Versioned | None: ...
+
+    def write_if(self, key: str, text: str, version: str | None) -> str:
+        """Writes `text` only if the object is still at `version` (None: only if there is none), and
+        returns the new version; otherwise raises StaleVersion."""
+        ...

@@ -16,11 +16,14 @@ from botocore.exceptions import ClientError
 from xeoncluster.core.errors import ConfigError
 from xeoncluster.providers.aws import bucket as aws_bucket
 from xeoncluster.providers.aws.clients import error_code
-from xeoncluster.storage.base import StorageLocation, StoredObject
+from xeoncluster.storage.base import StaleVersion, StorageLocation, StoredObject, Versioned
 
 TAG_STORAGE = "xeoncluster:storage"
 # Multipart uploads that never finish (an agent that died mid-upload) are billed until aborted.
 ABORT_INCOMPLETE_AFTER_DAYS = 7
+# A conditional write that lost: 412 (another write came first), 409 (another one is under way: a race
+# lost all the same), and NoSuchKey (IfMatch on an object since removed).
+LOST_RACE = ("PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey")
 TRANSFER = TransferConfig(multipart_threshold=64 * 2**20, multipart_chunksize=64 * 2**20, max_concurrency=4)
 
 
@@ -203,6 +206,29 @@ class S3Storage:
         self.s3.copy_object(Bucket=self.location.container, Key=target,
                             CopySource={"Bucket": self.location.container, "Key": source},
                             ExpectedSourceBucketOwner=self.owner, **self.expect)
+
+    def read_versioned(self, key: str) -> Versioned | None:
+        """The version is the ETag, which S3 compares in IfMatch; reads after a write see it (S3 is
+        strongly consistent)."""
+        try:
+            answer = self.s3.get_object(Bucket=self.location.container, Key=key, **self.expect)
+        except ClientError as exc:
+            if error_code(exc) in ("NoSuchKey", "404"):
+                return None
+            raise
+        return Versioned(answer["Body"].read().decode(errors="replace"), str(answer["ETag"]))
+
+    def write_if(self, key: str, text: str, version: str | None) -> str:
+        condition = {"IfNoneMatch": "*"} if version is None else {"IfMatch": version}
+        try:
+            answer = self.s3.put_object(Bucket=self.location.container, Key=key, Body=text.encode(),
+                                        **condition, **self.expect)
+        except ClientError as exc:
+            if error_code(exc) in LOST_RACE:
+                raise StaleVersion(f"s3://{self.location.container}/{key}: changed since version "
+                                   f"{version or '(none)'} was read ({error_code(exc)})") from None
+            raise
+        return str(answer["ETag"])
 
 
 def _expect(owner: str, params: dict[str, Any], **_: Any) -> None:
