@@ -187,6 +187,23 @@ def create_image_with_snapshot_tags(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(AmiBackend, "create_image", create_image)
 
 
+def profile_on_every_instance_of_a_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As EC2 does, and as the stand-in makes moto do (moto alone: the first instance only)."""
+    from moto.ec2.models import EC2Backend
+
+    from xeoncluster.standin.moto_hooks import profile_on_every_instance
+
+    real = EC2Backend.run_instances
+
+    def run_instances(self: Any, image_id: str, count: int, user_data: Any, security_group_names: list[str],
+                      **kwargs: Any) -> Any:
+        reservation = real(self, image_id, count, user_data, security_group_names, **kwargs)
+        profile_on_every_instance(self, reservation, kwargs)
+        return reservation
+
+    monkeypatch.setattr(EC2Backend, "run_instances", run_instances)
+
+
 # These tests follow the published flow (configure the master, bake, workers from the image); the
 # default, image_strategy: parallel, has its own tests that say so.
 BAKE_FIRST = "image_strategy: bake-first\n"

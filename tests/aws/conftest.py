@@ -39,6 +39,7 @@ from aws_helpers import (
     ApiRecorder,
     cluster_config,
     create_image_with_snapshot_tags,
+    profile_on_every_instance_of_a_launch,
     seed_default_vpc_internet_route,
     seed_ubuntu_parameter,
     share_botocore_loader,
@@ -117,6 +118,7 @@ def aws(aws_env: None, api: ApiRecorder, monkeypatch: pytest.MonkeyPatch) -> Ite
         seed_ubuntu_parameter()
         seed_default_vpc_internet_route()
         create_image_with_snapshot_tags(monkeypatch)
+        profile_on_every_instance_of_a_launch(monkeypatch)
         seed_boundary(api)
         moto_s3_policy.patch(monkeypatch.setattr)
         yield api

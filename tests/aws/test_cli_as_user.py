@@ -19,6 +19,7 @@ from xeoncluster.providers.base import LaunchRequest
 from xeoncluster.standin.iam_users import UserKeys
 
 ACCOUNT = "123456789012"
+MASTER_TAG = {"Key": "xeoncluster:role", "Value": "master"}
 TRUST = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
                                                  "Action": "sts:AssumeRole"}]}
 
@@ -49,8 +50,8 @@ def test_the_cli_lifecycle_runs_as_a_user_holding_exactly_the_documented_policy(
         assert result.code == 0, (argv, result.err, as_user.denied())
         assert as_user.denied() == {}, argv
     assert len(instances(ec2)) == 2
-    profile = next(i["IamInstanceProfile"]["Arn"] for i in instances(ec2) if "IamInstanceProfile" in i)
-    assert profile.endswith("instance-profile/xeoncluster-t1-us-east-1")
+    assert {i["IamInstanceProfile"]["Arn"] for i in instances(ec2)} == {
+        "arn:aws:iam::123456789012:instance-profile/xeoncluster-t1-us-east-1"}
     assert xc("down", "--name", "t1", "--purge-images").code == 0
     assert as_user.denied() == {} and instances(ec2) == []
     calls = {key.split(" ", 1)[1] for key in as_user.gate.allowed}
@@ -92,7 +93,7 @@ def test_the_master_role_the_user_made_replaces_a_worker_within_its_boundary(xc,
                   and {"Key": "xeoncluster:role", "Value": "worker"} in params["TagSpecifications"][0]["Tags"])
     role = "arn:aws:iam::123456789012:role/xeoncluster-t1-us-east-1"
     # The session IMDS hands the master: named for its instance (the boundary refuses any other).
-    master = next(i["InstanceId"] for i in instances(ec2) if "IamInstanceProfile" in i)
+    master = next(i["InstanceId"] for i in instances(ec2) if MASTER_TAG in i["Tags"])
     creds = boto3.client("sts").assume_role(RoleArn=role, RoleSessionName=master)["Credentials"]
     session = as_user.client("ec2", UserKeys("master", creds["AccessKeyId"], creds["SecretAccessKey"]),
                              token=creds["SessionToken"])
@@ -147,7 +148,7 @@ def the_agent_of_t1(xc, shell, ec2, monkeypatch: pytest.MonkeyPatch) -> Any:
     from xeoncluster.cluster.command_context import make_context
 
     role = "arn:aws:iam::123456789012:role/xeoncluster-t1-us-east-1"
-    master = next(i["InstanceId"] for i in instances(ec2) if "IamInstanceProfile" in i)
+    master = next(i["InstanceId"] for i in instances(ec2) if MASTER_TAG in i["Tags"])
     creds = boto3.client("sts").assume_role(RoleArn=role, RoleSessionName=master)["Credentials"]
     for name, key in (("AWS_ACCESS_KEY_ID", "AccessKeyId"), ("AWS_SECRET_ACCESS_KEY", "SecretAccessKey"),
                       ("AWS_SESSION_TOKEN", "SessionToken")):
@@ -174,12 +175,14 @@ def test_the_run_agent_replaces_a_worker_for_the_user_who_made_the_cluster(
     repair(ctx, record, ctx.shell(), [record.node("node1")], len(record.nodes))
     replacement = next(i for i in instances(ec2) if i["InstanceId"] == record.node("node1").id)
     assert {"Key": "xeoncluster:owner", "Value": maker} in replacement["Tags"]
+    # It carries the cluster's role, which the role may pass (to EC2, itself only): any node can take over.
+    assert replacement["IamInstanceProfile"]["Arn"].endswith("instance-profile/xeoncluster-t1-us-east-1")
     assert as_user.denied() == {} and as_user.gate.allowed["xeoncluster-t1-us-east-1 ec2:RunInstances"] == 1
 
 
 def test_the_run_agent_launches_nothing_beyond_the_cluster_s_size_plus_its_replacements(
         xc, as_user: GatedServer, ec2, shell, monkeypatch: pytest.MonkeyPatch) -> None:
-    """IAM cannot count: code on the master holds the role too, and may launch the cluster's type. The
+    """IAM cannot count: code on every node holds the role too, and may launch the cluster's type. The
     agent holds itself to the cluster's size plus the replacements under way."""
     from test_cli_repair import spot_interrupt
 
@@ -189,7 +192,7 @@ def test_the_run_agent_launches_nothing_beyond_the_cluster_s_size_plus_its_repla
     assert xc("up", "--name", "t1", "--nodes", "2").code == 0
     ctx = the_agent_of_t1(xc, shell, ec2, monkeypatch)
     record = ctx.state.load()
-    # What the user's script on the master can do with the role: one more of the cluster's own launch.
+    # What the user's script on any node can do with the role: one more of the cluster's own launch.
     stray = ctx.provider.launch(LaunchRequest(ctx.config, 1, recorded_image(record), "worker", 5,
                                               near=record.node("node0"), base=recorded_base(record)))
     spot_interrupt(record.node("node1").id)

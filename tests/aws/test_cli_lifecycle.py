@@ -355,15 +355,15 @@ def test_by_default_every_node_is_configured_at_once_and_the_image_baked_in_the_
 
 
 @pytest.mark.parametrize("placement", ["false", "true"])
-def test_with_no_image_only_the_master_gets_the_master_s_role_and_profile(xc, ec2, placement):
+def test_with_no_image_node0_alone_is_the_master_and_every_node_holds_the_profile(xc, ec2, placement):
     """`image: none` (or an image still being baked by an earlier up) starts every node from the base:
-    node0 alone is the master and holds the run agent's instance profile; a worker that held them
-    would give the user's code the agent's role, and its replacement would be launched as a master."""
+    node0 alone is the master (a worker taken for one would have its replacement launched as a master),
+    and every node holds the cluster's instance profile, so any of them can take the run agent over."""
     write_config(f"image: none\naws:\n  placement_group: {placement}\n")
     run = xc("up", "--name", "t1", "--nodes", "3")
     assert run.code == 0, run.err
     raw = instances(ec2)
     assert sorted(tags(i)[TAG_ROLE] for i in raw) == ["master", "worker", "worker"]
-    assert [tags(i)[TAG_ROLE] for i in raw if "IamInstanceProfile" in i] == ["master"]
+    assert all(i["IamInstanceProfile"]["Arn"].endswith("instance-profile/xeoncluster-t1-us-east-1") for i in raw)
     roles = {n["name"]: n["role"] for n in json.loads(xc("status", "--name", "t1", "--json").out)["nodes"]}
     assert roles == {"node0": "master", "node1": "worker", "node2": "worker"}, roles

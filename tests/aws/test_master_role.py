@@ -1,17 +1,20 @@
-"""The master's role: `up` makes it (and an instance profile) for the master only, scoped to the
-cluster and capped by the account's permissions boundary; `down` and a rolled-back `up` remove it.
-What the policy allows is checked with the stand-in's evaluator, which (unlike moto) evaluates
-conditions: its own instances yes, another cluster's no; tags at launch only, the cluster's instance
-types and subnets only."""
+"""The cluster's role: `up` makes it (and an instance profile) for every node, scoped to the cluster
+and capped by the account's permissions boundary; `down` and a rolled-back `up` remove it. What the
+policy allows is checked with the stand-in's evaluator, which (unlike moto) evaluates conditions: its
+own instances yes, another cluster's no; tags at launch only, the cluster's instance types and
+subnets only; passing only itself, only to EC2."""
 from __future__ import annotations
 
 import json
 from dataclasses import replace
 
 import pytest
-from aws_helpers import instances
+from aws_helpers import PUBLIC_KEY, UBUNTU_AMI, cluster_config, instances
 
+from xeoncluster.providers.aws.boundary import boundary_document
 from xeoncluster.providers.aws.role import RoleScope, master_policy
+from xeoncluster.providers.base import LaunchRequest, Role
+from xeoncluster.standin.iam_lookup import Lookup, RoleFacts
 from xeoncluster.standin.iam_policy import Question, allowed, refusal
 from xeoncluster.standin.iam_requests import ec2_questions
 from xeoncluster.standin.moto_lookup import MotoLookup
@@ -23,15 +26,17 @@ def role_policy(iam) -> dict:
     return iam.get_role_policy(RoleName=ROLE, PolicyName="xeoncluster-agent")["PolicyDocument"]
 
 
-def test_up_gives_the_master_alone_a_role_scoped_to_the_cluster_and_down_removes_it(xc, ec2, aws):
+def test_up_gives_every_node_the_role_scoped_to_the_cluster_and_down_removes_it(xc, ec2, aws):
+    """Workers carry it too, so the agent may run on any node (the user's code runs on every node anyway)."""
     import boto3
 
     iam = boto3.client("iam", region_name="us-east-1")
-    assert xc("up", "--name", "t1", "--nodes", "2").code == 0
-    roles = {i["InstanceId"]: next(t["Value"] for t in i["Tags"] if t["Key"] == "xeoncluster:role")
-             for i in instances(ec2)}
-    profiles = {roles[i["InstanceId"]]: i.get("IamInstanceProfile", {}).get("Arn", "") for i in instances(ec2)}
-    assert profiles["master"].endswith(f"instance-profile/{ROLE}") and profiles["worker"] == ""
+    assert xc("up", "--name", "t1", "--nodes", "3").code == 0
+    profiles = {(next(t["Value"] for t in i["Tags"] if t["Key"] == "xeoncluster:role"),
+                 i.get("IamInstanceProfile", {}).get("Arn", "")) for i in instances(ec2)}
+    assert profiles == {("master", f"arn:aws:iam::123456789012:instance-profile/{ROLE}"),
+                        ("worker", f"arn:aws:iam::123456789012:instance-profile/{ROLE}")}
+    assert len(instances(ec2)) == 3
     trust = iam.get_role(RoleName=ROLE)["Role"]["AssumeRolePolicyDocument"]
     assert trust["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}
     text = json.dumps(role_policy(iam))
@@ -45,6 +50,33 @@ def test_up_gives_the_master_alone_a_role_scoped_to_the_cluster_and_down_removes
     for call in (lambda: iam.get_role(RoleName=ROLE), lambda: iam.get_instance_profile(InstanceProfileName=ROLE)):
         with pytest.raises(iam.exceptions.NoSuchEntityException):
             call()
+
+
+def test_the_run_agent_s_launches_carry_the_cluster_s_profile_without_asking_iam(provider, ec2, aws) -> None:
+    """After act_for the provider runs as the agent, whose role may not read IAM (moto's credentials
+    may: IAM refuses it here as it would the role). Replacement workers and a successor master carry
+    the profile, so that the agent on any of them can launch the next."""
+    cluster = cluster_config(nodes=3)
+    provider.prepare(cluster, PUBLIC_KEY)
+    provider.prepare_agent_access(cluster, None, None, None)
+    provider.act_for(OWNER)
+    aws.clear()
+    aws.fail("GetInstanceProfile", "AccessDenied", times=99)
+    launched = [*provider.launch(LaunchRequest(cluster, 2, None, Role.WORKER, 1, base=UBUNTU_AMI)),
+                *provider.launch(LaunchRequest(cluster, 1, None, Role.MASTER, 0, base=UBUNTU_AMI))]
+    assert aws.ops("iam") == [] and len(launched) == 3
+    profiles = {i["InstanceId"]: i.get("IamInstanceProfile", {}).get("Arn") for i in instances(ec2)}
+    assert profiles == {n.id: f"arn:aws:iam::123456789012:instance-profile/{ROLE}" for n in launched}
+    runs = [params for service, op, params in aws.calls if op == "RunInstances"]
+    assert [r["IamInstanceProfile"] for r in runs] == [{"Name": ROLE}] * 2
+
+
+def test_a_launch_names_no_profile_where_up_made_none(provider, ec2) -> None:
+    """A provider used on its own (no role): its launches carry none, and still succeed."""
+    cluster = cluster_config(nodes=2)
+    provider.prepare(cluster, PUBLIC_KEY)
+    provider.launch(LaunchRequest(cluster, 1, None, Role.WORKER, 1))
+    assert ["IamInstanceProfile" in i for i in instances(ec2)] == [False]
 
 
 def test_a_rolled_back_up_removes_the_role(xc, aws, monkeypatch):
@@ -148,6 +180,55 @@ def test_the_role_puts_network_interfaces_only_in_the_cluster_s_subnets() -> Non
 
     assert interface_allowed("subnet-0aaaaaaaaaaaaaaaa")
     assert not interface_allowed("subnet-0fffffffffffffff0")
+
+
+class Profiles(Lookup):
+    """Every profile holds the role of its name. Every role is OWNER's but `xeoncluster-b-us-east-1`,
+    a colleague's cluster's."""
+
+    def profile_role(self, profile: str) -> str | None:
+        return f"arn:aws:iam::123456789012:role/{profile}"
+
+    def role(self, name: str) -> RoleFacts | None:
+        owner = "AIDAEXAMPLECOLLEAGUE1" if name == "xeoncluster-b-us-east-1" else OWNER
+        return RoleFacts(f"arn:aws:iam::123456789012:role/{name}", tags={"xeoncluster:owner": owner})
+
+
+def pass_role(profile: str, service: str = "ec2.amazonaws.com") -> Question:
+    """The PassRole question of a launch of cluster a's worker with `profile`, as the gate asks it."""
+    params = run_params("a") | {"IamInstanceProfile.Name": profile}
+    [question] = [q for q in ec2_questions("RunInstances", params, "us-east-1", "123456789012", Profiles())
+                  if q.action == "iam:PassRole"]
+    return replace(question, context={**question.context, "iam:PassedToService": [service]})
+
+
+def test_the_role_passes_only_itself_and_only_to_ec2() -> None:
+    """The agent, on whichever node it runs, launches nodes that carry the cluster's role: itself."""
+    role = [master_policy(SCOPE)]
+    assert allowed(role, pass_role("xeoncluster-a-us-east-1"))
+    assert not allowed(role, pass_role("xeoncluster-a-us-east-1", service="lambda.amazonaws.com"))
+    for other in ("xeoncluster-b-us-east-1", "xeoncluster-a-eu-west-1", "xeoncluster-ab-us-east-1", "ops-admin"):
+        assert not allowed(role, pass_role(other)), other
+    params = run_params("a") | {"IamInstanceProfile.Name": "xeoncluster-a-us-east-1"}
+    questions = ec2_questions("RunInstances", params, "us-east-1", "123456789012", Profiles())
+    assert all(allowed(role, q) for q in questions) and len(questions) > len(ask("RunInstances", run_params("a"), {}))
+
+
+def test_the_boundary_lets_a_role_pass_only_its_owner_s_xeoncluster_roles_to_ec2() -> None:
+    """Whatever policy a role is given, it may hand EC2 no role but one of its own owner's."""
+    boundary, admin = [boundary_document("123456789012")], [{"Statement": [
+        {"Effect": "Allow", "Action": "*", "Resource": "*"}]}]
+
+    def on_a_node(question: Question) -> Question:
+        [asked] = on_the_master([question], OWNER)
+        return asked
+
+    assert refusal([master_policy(SCOPE)], boundary, on_a_node(pass_role("xeoncluster-a-us-east-1"))) is None
+    assert refusal(admin, boundary, on_a_node(pass_role("xeoncluster-a-eu-west-1"))) is None  # the owner's own
+    for refused in (pass_role("xeoncluster-b-us-east-1"), pass_role("ops-admin"),
+                    pass_role("xeoncluster-a-us-east-1", service="lambda.amazonaws.com")):
+        assert refusal(admin, boundary, on_a_node(refused)) is not None, refused
+    assert refusal([master_policy(SCOPE)], boundary, pass_role("xeoncluster-a-us-east-1")) is not None  # off a node
 
 
 def test_the_role_carries_the_boundary_and_can_launch_what_up_launched(xc, aws) -> None:

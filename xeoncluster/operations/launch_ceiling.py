@@ -1,10 +1,10 @@
 """How many instances the run agent may have running for its cluster: the cluster's size plus the
 replacements under way (a noticed node still running beside its successor).
 
-IAM cannot count: the master's role may launch any number of the cluster's instance types, and code
-on the master (the user's script, any package it installs) holds the same credentials. The agent
+IAM cannot count: the cluster's role may launch any number of the cluster's instance types, and code
+on any node (the user's script, any package it installs) holds the same credentials. The agent
 holds itself to this ceiling, so that neither a bug nor a retry loop of ours runs the bill up; what
-limits other code on the master is docs/aws.md's to say (the account's vCPU quota, `down` by tag).
+limits other code on the nodes is docs/aws.md's to say (the account's vCPU quota, `down` by tag).
 """
 from __future__ import annotations
 

@@ -70,7 +70,7 @@ class HasOwners(Protocol):
 
     def act_for(self, owner: str | None) -> None:
         """Create resources for `owner` rather than for the caller: the run agent launches with the
-        master's credentials for the user who made the cluster."""
+        cluster's role (every node holds it) for the user who made the cluster."""
 
 
 @runtime_checkable

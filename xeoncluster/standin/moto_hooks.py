@@ -1,7 +1,8 @@
 """Everything the stand-in adds to moto 5.2, in one place: the base AMI and the Ubuntu SSM
 parameter, placement groups, GetConsoleOutput from the real console, the data-plane hooks on
-RunInstances/TerminateInstances/CreateImage/DeregisterImage, the fault knobs' errors, and bucket
-policies with a TLS-only statement evaluated as S3 does (moto_s3_policy.py).
+RunInstances/TerminateInstances/CreateImage/DeregisterImage, the instance profile on every instance
+of a launch, the fault knobs' errors, and bucket policies with a TLS-only statement evaluated as S3
+does (moto_s3_policy.py).
 
 moto is patched at class level (its backends are created on first use); all of the stand-in's
 own state lives in the Fleet and PlacementGroups objects that the patches close over."""
@@ -197,6 +198,7 @@ class Hooks:
                              f"We currently do not have sufficient {itype} capacity in the Availability Zone "
                              f"you requested ({zone}). (stand-in fault)")
             reservation = real_run(backend, image_id, count, user_data, security_group_names, **kwargs)
+            profile_on_every_instance(backend, reservation, kwargs)
             for instance in reservation.instances:
                 hooks.fleet.launch(_launch_of(backend, instance))
             return reservation
@@ -291,6 +293,16 @@ class Hooks:
             return real_delete(backend, name=name, group_id=group_id)
 
         EC2Backend.delete_security_group = delete_security_group  # type: ignore[method-assign, assignment]  # moto is patched at class level
+
+
+def profile_on_every_instance(backend: Any, reservation: Any, kwargs: dict[str, Any]) -> None:
+    """EC2 gives every instance of a launch its instance profile; moto 5.2 associates it with the first
+    one only (its response does, after the backend returns): the others are associated here."""
+    name, arn = kwargs.get("iam_instance_profile_name"), kwargs.get("iam_instance_profile_arn")
+    if name or arn:
+        for instance in reservation.instances[1:]:
+            backend.associate_iam_instance_profile(instance.id, iam_instance_profile_name=name,
+                                                   iam_instance_profile_arn=arn)
 
 
 def _requested_zone(backend: Any, kwargs: dict[str, Any]) -> str | None:

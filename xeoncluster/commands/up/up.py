@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.cluster.image import ImageAction, ImagePlan, decide_image
+from xeoncluster.cluster.master_lease import LeaseBook
 from xeoncluster.cluster.playbook import load_playbooks
 from xeoncluster.cluster.removals import forget_removal
 from xeoncluster.cluster.state import ClusterRecord, ClusterStatus, ImageRecord
@@ -205,6 +206,9 @@ class UpSteps:
         self.record.storage = self.ctx.provider.storage_location(cfg, cfg.storage.url, self.ctx.state.home / "storage",
                                                                  create=True)
         self.ctx.reporter.detail(f"runs are kept in {self.record.storage.url}")
+        # A master lease an earlier cluster of this name left would fence this one's master (cluster/master_lease.py).
+        storage = self.ctx.provider.open_storage(self.record.storage)
+        storage.delete([LeaseBook(storage, cfg.name).key])
 
     def agent_access(self) -> None:
         provider = self.ctx.provider
@@ -219,7 +223,7 @@ class UpSteps:
     def launch_master(self) -> None:
         # A snapshot can't be restored onto a smaller disk: bake from a small one, grow it afterwards.
         root = bake_root_gib(self.ctx.provider) if self._grown_root() else None
-        # One node only: the role (and on AWS the master's instance profile) goes to node0 alone.
+        # One node only: node0 alone is the master (on AWS every node carries the cluster's instance profile).
         nodes = self.ctx.provider.launch(LaunchRequest(self.ctx.config, 1, self.image.image, Role.MASTER, 0,
                                                        self.network, root_gib=root))
         add_nodes(self.ctx, self.record, nodes, self.shell)

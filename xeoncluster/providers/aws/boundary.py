@@ -3,9 +3,9 @@
 An administrator creates the customer-managed policy `xeoncluster-boundary` once per account
 (`xeoncluster policy --boundary` prints it and the command that creates it). The user's policy lets
 its holder create `xeoncluster-*` roles only with this boundary and never change or remove it, so a
-role given an admin policy still can do no more than the master's run agent needs: launch (tagged
-with a cluster and an owner) and terminate tagged instances, read EC2, and use the account's
-`xeoncluster-*` buckets.
+role given an admin policy still can do no more than the run agent needs: launch (tagged with a
+cluster and an owner, carrying one of its owner's `xeoncluster-*` roles) and terminate tagged
+instances, read EC2, and use the account's `xeoncluster-*` buckets.
 """
 from __future__ import annotations
 
@@ -27,8 +27,11 @@ from xeoncluster.providers.aws.iam_doc import (
     ec2_arn,
     ec2_arns,
     owned_by_role,
+    passed_to_ec2,
     requested_for_role_owner,
+    role_arn,
 )
+from xeoncluster.providers.base import TAG_OWNER
 
 BOUNDARY_NAME = "xeoncluster-boundary"
 BOUNDARY_FILE = f"{BOUNDARY_NAME}.json"
@@ -64,6 +67,9 @@ def boundary_document(account: str) -> Document:
         *image_statements(account),
         allow("TheOwnerInstancesOnly", ["ec2:TerminateInstances", "ec2:GetConsoleOutput"],
               ec2_arn(account, "instance"), owned_by_role()),
+        # The nodes it launches carry the cluster's role (the role's policy: only itself).
+        allow("PassTheOwnerRolesToEc2", ["iam:PassRole"], role_arn(account, "xeoncluster-*"),
+              passed_to_ec2({f"iam:ResourceTag/{TAG_OWNER}": ROLE_OWNER})),
         *owner_storage_statements(account, ROLE_OWNER, list(STORAGE_OBJECT_ACTIONS)),
         # CreateRole takes any trust policy and IAM has no condition on it: a role could be made
         # assumable from elsewhere. Its credentials are then not an instance's, and this refuses them.

@@ -18,6 +18,8 @@ CALLER = "${aws:userid}"
 # What a role's own owner tag says (the tool tags every role it makes with its maker's UserId): the
 # boundary lets a role touch only what carries that same owner.
 ROLE_OWNER = f"${{aws:PrincipalTag/{TAG_OWNER}}}"
+# The only service a role of the tool is ever passed to: EC2, in an instance profile.
+EC2_SERVICE = "ec2.amazonaws.com"
 
 
 def allow(sid: str, actions: list[str], resources: str | list[str],
@@ -50,6 +52,15 @@ def ec2_arn(account: str, kind: str, name: str = "*", region: str = "*") -> str:
 
 def ec2_arns(account: str, kinds: tuple[str, ...], region: str = "*") -> list[str]:
     return [ec2_arn(account, kind, region=region) for kind in kinds]
+
+
+def role_arn(account: str, name: str) -> str:
+    return f"arn:aws:iam::{account}:role/{name}"
+
+
+def passed_to_ec2(also: dict[str, Any] | None = None) -> dict[str, Any]:
+    """PassRole only into an instance profile (`iam:PassedToService`); `also`: more keys the request must equal."""
+    return {"StringEquals": {"iam:PassedToService": EC2_SERVICE, **(also or {})}}
 
 
 def request_tagged(owner: bool = False) -> dict[str, Any]:

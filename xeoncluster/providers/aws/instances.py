@@ -73,7 +73,7 @@ class LaunchSpec:
     placement_group: str | None
     public_ip: bool
     owner: str  # the UserId of who made the cluster (the run agent launches for that user too)
-    instance_profile: str | None = None  # the master's: its run agent acts on the cluster with it
+    instance_profile: str | None = None  # the cluster's, on every node: the run agent acts on the cluster with it
 
 
 @dataclass(frozen=True)

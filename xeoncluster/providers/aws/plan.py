@@ -64,5 +64,6 @@ def _planned_role(iam: Any, cluster: ClusterConfig, region: str) -> PlannedResou
         if error_code(exc) != "NoSuchEntity":
             raise
         action = "create"
-    return PlannedResource("role", role, action, "the master's run agent: launch and terminate this cluster's "
-                                                 "instances only, under the permissions boundary (+ instance profile)")
+    return PlannedResource("role", role, action, "every node's, for the run agent: launch and terminate this "
+                                                 "cluster's instances only, under the permissions boundary "
+                                                 "(+ instance profile)")

@@ -52,13 +52,13 @@ ACTIONS: dict[str, tuple[str, ...]] = {
         # Not called directly: EC2 authorizes tags passed in TagSpecifications (tag on create) as CreateTags.
         "CreateTags",
     ),
-    # The master's role and instance profile (role.py), on xeoncluster-* names only, and the
+    # The cluster's role and instance profile (role.py), on xeoncluster-* names only, and the
     # permissions boundary every such role carries (boundary.py), which `up` reads first.
     "iam": ("GetRole", "CreateRole", "PutRolePolicy", "ListRolePolicies", "DeleteRolePolicy", "DeleteRole",
             "GetInstanceProfile", "CreateInstanceProfile", "AddRoleToInstanceProfile",
             "RemoveRoleFromInstanceProfile", "DeleteInstanceProfile", "TagRole", "TagInstanceProfile",
             "PutRolePermissionsBoundary", "GetPolicy", "GetPolicyVersion",
-            # Not called directly: EC2 authorizes launching the master with its instance profile as PassRole.
+            # Not called directly: EC2 authorizes launching a node with the cluster's instance profile as PassRole.
             "PassRole"),
     "sts": ("GetCallerIdentity",),
     "ssm": ("GetParameter",),
@@ -123,7 +123,7 @@ IAM_CREATING = ("CreateRole", "CreateInstanceProfile", "TagRole", "TagInstancePr
 # On any `xeoncluster-*` role or profile: reading, and putting the boundary on a role made before
 # there was one (which only narrows it; OnlyWithTheBoundary refuses any other boundary).
 IAM_ANY = ("GetRole", "ListRolePolicies", "GetInstanceProfile", "PutRolePermissionsBoundary")
-# IAM calls on the master's role and profile: the caller must have made them (their owner tag).
+# IAM calls on the cluster's role and profile: the caller must have made them (their owner tag).
 IAM_ON_OWN = ("PutRolePolicy", "DeleteRolePolicy", "DeleteRole", "AddRoleToInstanceProfile",
               "RemoveRoleFromInstanceProfile", "DeleteInstanceProfile", "PassRole")
 

@@ -112,8 +112,8 @@ class AwsProvider(Provider, abilities.BakesInBackground, abilities.ReadsHostKeys
 
     def prepare_agent_access(self, cluster: ClusterConfig, network: Network | None, image_key: str | None,
                              storage: StorageLocation | None) -> list[str]:
-        """The master's role and instance profile, scoped to this cluster and its storage (role.py)."""
-        with translated(f"preparing the master's role for {cluster.name}"):
+        """The cluster's role and instance profile (every node's), scoped to the cluster and its storage (role.py)."""
+        with translated(f"preparing the cluster's role for {cluster.name}"):
             network = network or aws_prepare.find_network(self.ec2, cluster)
             prefix = (storage.container, storage.cluster_key(cluster.name)) if storage and storage.container else None
             scope = aws_role.RoleScope(
@@ -121,12 +121,15 @@ class AwsProvider(Provider, abilities.BakesInBackground, abilities.ReadsHostKeys
                 tuple(network.subnets.values()), self._base_image_id(cluster), image_key, prefix,
                 tuple(cluster.section(AwsSettings).instance_types), self.owner())
             result = aws_role.ensure_master_role(self.clients.client("iam"), scope)
-        self.events(f"role {result.name} for the master's run agent: {'created' if result.created else 'updated'}")
+        self.events(f"role {result.name} (every node's), for the agent: {'created' if result.created else 'updated'}")
         return [result.name] if result.created else []
 
-    def _master_profile(self, cluster: ClusterConfig) -> str | None:
-        """The master's instance profile, if `up` made one (a provider used on its own may not have)."""
+    def _node_profile(self, cluster: ClusterConfig) -> str | None:
+        """The profile every node carries, if `up` made one (a provider used on its own may not have). The run
+        agent runs on a node launched with it and may not read IAM: it takes the name, which is the role's."""
         name = aws_role.role_name(cluster.name, self.region)
+        if self.identity.acting_for is not None:
+            return name
         return name if aws_role.profile_exists(self.clients.client("iam"), name) else None
 
     def storage_location(self, cluster: ClusterConfig, url: str, default_folder: Path,
@@ -149,6 +152,7 @@ class AwsProvider(Provider, abilities.BakesInBackground, abilities.ReadsHostKeys
         return self.identity.owner()
 
     def act_for(self, owner: str | None) -> None:
+        """As the run agent (holding the role: its launches name the profile unasked) or `down --owner`."""
         self.identity.acting_for = owner
 
     # -- images ----------------------------------------------------------------------------
@@ -264,7 +268,7 @@ class AwsProvider(Provider, abilities.BakesInBackground, abilities.ReadsHostKeys
             key_name=aws_network.resource_name(cluster.name), security_group_id=str(network.security_group_id),
             subnets=dict(network.subnets), owner=self.owner(),
             placement_group=aws_network.resource_name(cluster.name) if aws.placement_group else None,
-            instance_profile=self._master_profile(cluster) if request.for_master else None,
+            instance_profile=self._node_profile(cluster),
             # Whatever address SSH uses, nodes need a way out to apt, PyPI and the Hugging Face hub;
             # in a default VPC that is a public IP (preflight checks the subnets' default route).
             public_ip=True)

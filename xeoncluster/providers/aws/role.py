@@ -1,14 +1,18 @@
-"""The master's IAM role: what the run agent on node0 may do, and nothing more.
+"""The cluster's IAM role: every node carries it (an instance profile of the same name), and it is
+what the run agent may do, on whichever node it runs, and nothing more.
 
-The agent replaces lost workers and removes an idle cluster with these credentials, which EC2's
-instance metadata hands to the master alone; no credential ever leaves the user's machine. Every
+The agent replaces lost nodes and removes an idle cluster with these credentials, which EC2's
+instance metadata hands to each node; no credential ever leaves the user's machine. Every node holds
+the role, so that the agent may run on any of them and the nodes it launches may launch in turn: the
+user's code already runs on every node, so a worker holding it widens nobody's reach. Every
 permission is scoped to this cluster: instances it launches must carry the cluster's tag (and only
-the tool's tag keys), be of the cluster's instance types and use the cluster's own security group,
-subnets and images; it may terminate or read the console of only instances that already carry the
-tag, and tags nothing after launch. What it launches carries the owner tag of the user who made the
-cluster (owner.py), so that user may remove it, and no other user may. Storage access is limited
-to the cluster's own prefix. The role carries the account's permissions boundary (boundary.py),
-the most any role of the tool may do.
+the tool's tag keys), be of the cluster's instance types, use the cluster's own security group,
+subnets and images, and carry this role and no other (it may pass only itself, only to EC2); it may
+terminate or read the console of only instances that already carry the tag, and tags nothing after
+launch. What it launches carries the owner tag of the user who made the cluster (owner.py), so that
+user may remove it, and no other user may. Storage access is limited to the cluster's own prefix.
+The role carries the account's permissions boundary (boundary.py), the most any role of the tool
+may do.
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from botocore.exceptions import ClientError
 
 from xeoncluster.providers.aws.boundary import boundary_arn
 from xeoncluster.providers.aws.clients import TAG_INDEX_BASE, error_code
-from xeoncluster.providers.aws.iam_doc import Document, allow, document
+from xeoncluster.providers.aws.iam_doc import Document, allow, document, passed_to_ec2, role_arn
 from xeoncluster.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY, TAG_OWNER, TAG_ROLE
 
 # Describe calls and the price list have no resource-level permissions.
@@ -41,7 +45,7 @@ POLICY_NAME = "xeoncluster-agent"
 
 @dataclass(frozen=True)
 class RoleScope:
-    """What the master's role is scoped to: this cluster's tag, network, images and storage prefix."""
+    """What the cluster's role is scoped to: this cluster's tag, network, images and storage prefix."""
 
     cluster: str
     region: str
@@ -87,6 +91,8 @@ def master_policy(scope: RoleScope) -> Document:
               {"StringEquals": {"ec2:CreateAction": "RunInstances", **own_tag}, **tool_keys}),
         allow("OwnInstancesOnly", ["ec2:TerminateInstances", "ec2:GetConsoleOutput"], [scope.arn("instance", "*")],
               owned),
+        allow("PassOnlyItselfToEc2", ["iam:PassRole"], role_arn(scope.account, role_name(scope.cluster, scope.region)),
+              passed_to_ec2()),
     ]
     if scope.image_key:
         statements.append(allow("LaunchFromOwnImages", ["ec2:RunInstances"], [scope.arn("image", "*")],
@@ -123,7 +129,7 @@ def ensure_master_role(iam: Any, scope: RoleScope) -> RoleResult:
     boundary = boundary_arn(scope.account)
     created = _create_if_missing(lambda: iam.create_role(
         RoleName=name, AssumeRolePolicyDocument=json.dumps(TRUST), Tags=tags, PermissionsBoundary=boundary,
-        Description=f"xeoncluster {scope.cluster}: the master's run agent (recovery, idle removal)"))
+        Description=f"xeoncluster {scope.cluster}: every node's, for the run agent (recovery, idle removal)"))
     if not created:
         _ensure_boundary(iam, name, boundary)
     iam.put_role_policy(RoleName=name, PolicyName=POLICY_NAME, PolicyDocument=json.dumps(master_policy(scope)))
