@@ -3,7 +3,10 @@ after it), against a warm one-node `up` measured in the same run, and the steps 
 --notices (default 120 s, 30 s, and none). The run is detached: no CLI is alive while its agent
 recovers it.
 
-The worker is lost each time (node1 first, then the node that replaced it).
+The worker is lost each time (node1 first, then the node that replaced it). Then, on the stand-in, the
+master is lost for each of --masters (default 120 s of notice, and none): with a notice its agent hands
+the run to a successor it readied (agent/handover.py); with none a worker takes over after the heartbeats
+stop (agent/takeover.py: 150 s of silence with the default orphan_minutes).
 
 --on local (default): the worker announces its end (a notice file in its home, with a deadline that many
 seconds away), or, with no notice, its namespace and processes vanish mid-run.
@@ -19,6 +22,7 @@ record), `launch` (mpirun and SSH up to rank 0's process start) and the parts ra
 reports (xeoncluster/node/diagnostics/startup_clock.py, PARTS).
 
     python benchmarks/bench_recovery.py [--on local|standin] [--steps N] [--save-steps 40] [--notices 120,30,0]
+                                        [--masters 120,0]
 """
 from __future__ import annotations
 
@@ -46,6 +50,7 @@ from xeoncluster.node.events.events import RunEvent, read_events  # noqa: E402 -
 @dataclass
 class Recovery:
     notice_seconds: float  # 0: none
+    node: str  # "worker" or "master"
     lost_at_step: int
     pause_seconds: float
     lost_steps: int
@@ -55,7 +60,7 @@ class Recovery:
 
     @property
     def kind(self) -> str:
-        return f"{self.notice_seconds:g} s notice" if self.notice_seconds else "no notice"
+        return f"{self.node}, " + (f"{self.notice_seconds:g} s notice" if self.notice_seconds else "no notice")
 
 
 class Cli:
@@ -81,14 +86,26 @@ class Cli:
         return time.monotonic() - started
 
     def record(self, cluster: str, run: str) -> dict[str, Any]:
-        return next(r for r in json.loads(self.out("runs", "--name", cluster, "--json")) if r["run"] == run)
+        """The run's record; while a lost master is being replaced nobody answers, and this waits."""
+        while True:
+            proc = subprocess.run(self.argv("runs", "--name", cluster, "--json"), env=self.env, capture_output=True,
+                                  text=True, cwd=self.home)
+            found = [r for r in json.loads(proc.stdout or "[]") if r["run"] == run] if proc.returncode == 0 else []
+            if found:
+                return dict(found[0])
+            time.sleep(3)
 
-    def worker(self, cluster: str) -> tuple[str, str]:
-        """The worker's name and id, as this machine's state knows them now (the CLI refreshes it)."""
+    def node(self, cluster: str, role: str) -> tuple[str, str]:
+        """A node's name and id, as this machine's state knows them now (the CLI refreshes it)."""
         self.out("status", "--name", cluster)
         state = json.loads((self.home / "clusters" / cluster / "state.json").read_text())
-        node = next(n for n in state["nodes"] if n["role"] == "worker")
+        node = next(n for n in state["nodes"] if n["role"] == role)
         return str(node["name"]), str(node["id"])
+
+    def on_worker(self, cluster: str, path: str) -> bool:
+        name, _ = self.node(cluster, "worker")
+        return subprocess.run(self.argv("exec", "--name", cluster, "--node", name, "--", f"test -f {path}"),
+                              env=self.env, capture_output=True, cwd=self.home).returncode == 0
 
 
 def standin(*args: str) -> str:
@@ -96,8 +113,8 @@ def standin(*args: str) -> str:
                           text=True, env={**os.environ, "PYTHONPATH": str(REPO)}).stdout
 
 
-def lose(cli: Cli, on: str, cluster: str, notice: float) -> None:
-    name, instance = cli.worker(cluster)
+def lose(cli: Cli, on: str, cluster: str, notice: float, role: str = "worker") -> None:
+    name, instance = cli.node(cluster, role)
     if on == "standin":
         standin("interrupt", instance, f"{notice:g}")
     elif not notice:
@@ -147,14 +164,17 @@ def relaunch_parts(found: list[RunEvent], restart: dict[str, Any], relaunch: flo
     return {"prepare": prepare, "launch": relaunch - prepare - sum(startup.values()), **startup}
 
 
-def measure(cli: Cli, cluster: str, notice: float, args: argparse.Namespace) -> Recovery:
-    run = f"rec-{notice:g}s" if notice else "rec-none"
+def measure(cli: Cli, cluster: str, notice: float, args: argparse.Namespace, role: str = "worker") -> Recovery:
+    run = f"rec-{role}-{notice:g}s" if notice else f"rec-{role}-none"
     cli.out("train", "squad", "--name", cluster, "--demo", "--run", run, "--detach", "--",
             "--max-steps", str(args.steps), "--save-steps", str(args.save_steps))
     while int(cli.record(cluster, run)["step"]) < args.save_steps + args.save_steps // 2:
         time.sleep(1)
+    if role == "master":  # what a worker takes over from: the run's files there (agent/replica.py)
+        while not cli.on_worker(cluster, f"~/xeoncluster/agent/clusters/{cluster}/runs/{run}/run.json"):
+            time.sleep(2)
     lost_at_step, lost_at = int(cli.record(cluster, run)["step"]), time.time()
-    lose(cli, args.on, cluster, notice)
+    lose(cli, args.on, cluster, notice, role)
     while (record := cli.record(cluster, run))["state"] not in ("succeeded", "failed", "cancelled"):
         time.sleep(2)
     if record["state"] != "succeeded":
@@ -169,7 +189,7 @@ def measure(cli: Cli, cluster: str, notice: float, args: argparse.Namespace) -> 
     exact = pause_parts(found_events, lost_at, restart, notice)
     parts = {k: round(v, 1) for k, v in exact.items()}
     relaunch = {k: round(v, 2) for k, v in relaunch_parts(found_events, restart, exact["relaunch"]).items()}
-    found = Recovery(notice, lost_at_step, round(sum(parts.values()), 1), int(metrics["lost_steps"]), parts,
+    found = Recovery(notice, role, lost_at_step, round(sum(parts.values()), 1), int(metrics["lost_steps"]), parts,
                      relaunch, restart)
     print(f"measured: {json.dumps(asdict(found))}", file=sys.stderr, flush=True)  # kept if a later one fails
     return found
@@ -183,7 +203,9 @@ def recoveries(cli: Cli, args: argparse.Namespace) -> tuple[float, list[Recovery
     cli.run("down", "--name", "benchwarm")
     cli.run("up", "--name", "benchrec", "--nodes", "2")
     try:
-        return warm_up, [measure(cli, "benchrec", notice, args) for notice in args.notices]
+        found = [measure(cli, "benchrec", notice, args) for notice in args.notices]
+        masters = args.masters if args.on == "standin" else []  # a local cluster's agent runs on this machine
+        return warm_up, found + [measure(cli, "benchrec", notice, args, "master") for notice in masters]
     finally:
         cli.run("down", "--name", "benchrec", "--force", *(["--purge-images"] if args.on == "standin" else []))
 
@@ -194,8 +216,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, help="default 400 (local), 1500 (stand-in: outlasts the notice)")
     parser.add_argument("--save-steps", type=int, default=40)
     parser.add_argument("--notices", default="120,30,0", help="seconds of notice before each loss; 0: none")
+    parser.add_argument("--masters", default="120,0", help="the same for the master (stand-in only); '' for none")
     args = parser.parse_args()
-    args.notices = [float(n) for n in args.notices.split(",")]
+    args.notices = [float(n) for n in args.notices.split(",") if n]
+    args.masters = [float(n) for n in args.masters.split(",") if n]
     args.steps = args.steps or (1500 if args.on == "standin" else 400)
     work = Path(tempfile.mkdtemp(prefix="xc-bench-recovery-"))
     if args.on == "local":
@@ -217,10 +241,10 @@ def main() -> None:
             standin("stop")
     print(json.dumps({"on": args.on, "cpu": cpu_model(), "warm_one_node_up_seconds": round(warm_up, 1),
                       "save_steps": args.save_steps, "runs": [asdict(r) for r in results]}, indent=2))
-    print(f"{'loss':14} {'pause s':>8} {'vs warm up':>10} {'lost steps':>10}  ended / recover / relaunch / first step")
+    print(f"{'loss':22} {'pause s':>8} {'vs warm up':>10} {'lost steps':>10}  ended / recover / relaunch / first step")
     for r in results:
         parts = " / ".join(f"{v:.1f}" for v in r.parts.values())
-        print(f"{r.kind:14} {r.pause_seconds:>8.1f} {r.pause_seconds / warm_up:>10.2f} {r.lost_steps:>10}  {parts}")
+        print(f"{r.kind:22} {r.pause_seconds:>8.1f} {r.pause_seconds / warm_up:>10.2f} {r.lost_steps:>10}  {parts}")
     for r in results:
         print(f"{r.kind} relaunch: " + ", ".join(f"{k} {v:.2f}" for k, v in r.relaunch_parts.items()))
 

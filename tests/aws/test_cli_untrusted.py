@@ -135,6 +135,44 @@ def test_a_replacement_gets_its_key_from_the_console_not_from_the_master(xc, ec2
     assert "proxycommand" not in ssh_g(xc_home, "node1").lower()
 
 
+def test_the_laptop_follows_the_master_a_worker_launched_in_place_of_a_lost_one(xc, ec2, shell, xc_home,
+                                                                                monkeypatch):
+    """Issue 36: the recorded master is gone and one running instance carries the master's role and name:
+    that one is the master now, with its key from the console; a second such instance makes neither one."""
+    assert xc("up", "--name", "t1", "--nodes", "2").code == 0
+    before = pins(xc_home)
+    record = StateDir("t1").load()
+    ec2.terminate_instances(InstanceIds=[record.node("node0").id])
+    config = load_config(None, record.config)
+    worker_side = xc.provider_factory(config, lambda _m: None)
+    [new] = worker_side.launch(LaunchRequest(config, 1, record.image.image if record.image else None, "master", 0,
+                               near=record.node("node1")))
+    console_shows_keys(monkeypatch, {new.id})
+
+    assert xc("status", "--name", "t1").code == 0
+
+    state = StateDir("t1").load()
+    assert [(n.name, n.id, n.is_master) for n in state.node_list()] == [
+        ("node0", new.id, True), ("node1", record.node("node1").id, False)]
+    after = pins(xc_home)
+    assert after["node0"].endswith(" " + key_of(new.id)) and after["node1"] == before["node1"]
+    assert f"HostName {new.ssh_host}\n" in (xc_home / "clusters" / "t1" / "ssh_config").read_text()
+
+
+def test_two_new_masters_are_followed_by_neither(xc, ec2, shell, xc_home, monkeypatch):
+    assert xc("up", "--name", "t1", "--nodes", "2").code == 0
+    record = StateDir("t1").load()
+    ec2.terminate_instances(InstanceIds=[record.node("node0").id])
+    config = load_config(None, record.config)
+    worker_side = xc.provider_factory(config, lambda _m: None)
+    twins = [worker_side.launch(LaunchRequest(config, 1, None, "master", 0))[0] for _ in range(2)]
+    console_shows_keys(monkeypatch, {t.id for t in twins})
+
+    xc("status", "--name", "t1")
+
+    assert StateDir("t1").load().node("node0").id == record.node("node0").id
+
+
 # -- finding 2: paths on the laptop from the master's run records and from storage keys ---------------
 # Three levels up from XEONCLUSTER_HOME/results/t1 is the test's own folder (the issue's review had four,
 # from a deeper home): where the pre-fix code wrote, and where nothing may appear.

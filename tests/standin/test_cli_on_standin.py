@@ -372,20 +372,20 @@ def test_the_laptop_takes_nothing_from_a_master_that_rewrites_its_state(cli: Cli
     assert after["node0"] == before["node0"] and after[kept["name"]] == before[kept["name"]]
 
 
-def why(cli: Cli, run: str, record: dict[str, Any] | None) -> str:
+def why(cli: Cli, run: str, record: dict[str, Any] | None, name: str = CLUSTER) -> str:
     """What a test that waited in vain on a run prints: its record, and the ends of its log and its agent's."""
     from xeoncluster.runs.host import AGENT_HOME
 
-    log = cli("logs", run, "--name", CLUSTER)
-    agent = cli("exec", "--name", CLUSTER, "--node", "node0", "--",
-                f"tail -n 80 {AGENT_HOME}/clusters/{CLUSTER}/runs/{run}/agent.log")
+    log = cli("logs", run, "--name", name)
+    agent = cli("exec", "--name", name, "--node", "node0", "--",
+                f"tail -n 80 {AGENT_HOME}/clusters/{name}/runs/{run}/agent.log")
     return (f"record {record}\n--- train log (tail)\n" + "\n".join((log.stdout + log.stderr).splitlines()[-15:])
             + f"\n--- agent log (tail)\n{agent.stdout}{agent.stderr}")
 
 
-def durable_steps(cli: Cli, run: str) -> list[int]:
-    bucket = cli.state()["storage"]["container"]
-    listed = boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix=f"{cli.runs_key(run)}/checkpoints/")
+def durable_steps(cli: Cli, run: str, name: str = CLUSTER) -> list[int]:
+    bucket = cli.state(name)["storage"]["container"]
+    listed = boto3.client("s3").list_objects_v2(Bucket=bucket, Prefix=f"{cli.runs_key(run, name)}/checkpoints/")
     return sorted(int(o["Key"].split("/")[-2].split("-")[1]) for o in listed.get("Contents", [])
                   if o["Key"].endswith("/MANIFEST.json"))
 
@@ -468,10 +468,82 @@ def test_an_idle_cluster_terminates_itself_with_its_master_s_role(standin: Any, 
     assert not [r for r in boto3.client("iam").list_roles()["Roles"] if r["RoleName"].startswith("xeoncluster-sici")]
 
 
-def test_workers_whose_master_is_gone_power_themselves_off(cli: Cli) -> None:
-    """The master is reclaimed with no notice, and nothing takes over: its watch agent goes with it, the
-    worker hears no heartbeat for orphan_minutes, and terminates itself (an OS shutdown, with the
-    launch's InstanceInitiatedShutdownBehavior=terminate). Nothing of the cluster runs afterwards."""
+def test_a_detached_run_whose_master_is_reclaimed_without_notice_succeeds_under_a_new_master(cli: Cli) -> None:
+    """The master, with its run agent, is reclaimed with no notice in the middle of a detached run. The
+    worker hears no heartbeat, takes the master lease in S3, launches a new master under node0's name and
+    hands it the run, which resumes from its newest stored checkpoint; the laptop follows the new master
+    with no action of the user's, and no longer lists the old master among the nodes."""
+    # Three minutes: the takeover starts after 90 s of silence, and a beat comes once a minute.
+    cli.ok("up", "--name", "sicm", "--nodes", "2", "--idle-minutes", "0", "--orphan-minutes", "3")
+    cli.ok("train", "squad", "--name", "sicm", "--demo", "--run", "headless", "--detach", "--",
+           "--max-steps", "800", "--save-steps", "40")
+    deadline = time.monotonic() + 600
+    while not [s for s in durable_steps(cli, "headless", "sicm") if s >= 80] or not on_workers(cli, "sicm"):
+        record = run_record(cli, "headless", "sicm")
+        assert time.monotonic() < deadline, f"no checkpoint or replica: {why(cli, 'headless', record, 'sicm')}"
+        time.sleep(2)
+    old = cli.node_id("node0", "sicm")
+    boto3.client("ec2").terminate_instances(InstanceIds=[old])
+    try:
+        assert_ended(cli, "headless", "succeeded", 1, name="sicm")
+    except AssertionError as exc:
+        watch = cli("exec", "--name", "sicm", "--node", "node1", "--", "tail -40 ~/xeoncluster/orphan/watch.log")
+        raise AssertionError(f"{exc}\n--- node1's orphan watch\n{watch.stdout}{watch.stderr}") from None
+    [restart] = record_restarts(cli, "headless", "sicm")
+    assert "node1 took over" in restart["reason"] and restart["from_step"] >= 80, restart
+    log = cli.ok("logs", "headless", "--name", "sicm").stdout
+    assert log.count("mpiexec") >= 2, log[-3000:]  # the log from before the loss is carried on
+    assert old not in [n["id"] for n in cli.state("sicm")["nodes"]] and cli.node_id("node0", "sicm") != old
+    lease = json.loads(boto3.client("s3").get_object(Bucket=cli.state("sicm")["storage"]["container"],
+                                                     Key=f"{cli.runs_key('x', 'sicm').rsplit('/runs/', 1)[0]}"
+                                                         "/master-lease.json")["Body"].read())
+    assert lease["holder"] == cli.node_id("node0", "sicm") and lease["epoch"] >= 3, lease
+    cli.ok("status", "--name", "sicm")
+
+
+def test_a_master_with_a_notice_hands_its_run_and_queue_to_a_successor_with_no_step_lost(
+        standin: Any, cli: Cli) -> None:
+    """The master of a detached run gets a 120 s notice. Its agent launches a successor under node0's
+    name, readies it while the ranks train on, stops them at a step boundary with a checkpoint, and hands
+    the run, the queue and the lease over: the run succeeds with 0 steps lost, and the queued run starts
+    under the new master. The cluster is the one a worker took over in the test before: its new master
+    hands over in turn."""
+    for run, steps in (("noticed", "1000"), ("next", "20")):  # the first outlasts readying the successor
+        cli.ok("train", "squad", "--name", "sicm", "--demo", "--run", run, "--detach", "--",
+               "--max-steps", steps, "--save-steps", "2000")
+    deadline = time.monotonic() + 600
+    while (run_record(cli, "noticed", "sicm") or {}).get("step", 0) < 40:
+        assert time.monotonic() < deadline, why(cli, "noticed", run_record(cli, "noticed", "sicm"), "sicm")
+        time.sleep(1)
+    old = cli.node_id("node0", "sicm")
+    standin.script("interrupt", old, "120")
+    assert_ended(cli, "noticed", "succeeded", 1, name="sicm")
+    [restart] = record_restarts(cli, "noticed", "sicm")
+    assert restart["lost_steps"] == 0 and "spot notice" in restart["reason"], restart
+    assert_ended(cli, "next", "succeeded", 0, name="sicm")
+    assert cli.node_id("node0", "sicm") != old and old not in [i["InstanceId"] for i in instances("sicm")]
+    cli.ok("down", "--name", "sicm")
+
+
+def record_restarts(cli: Cli, run: str, name: str) -> list[dict[str, Any]]:
+    """The restarts of a run, as the final record its agent stored says them."""
+    stored = boto3.client("s3").get_object(Bucket=cli.state(name)["storage"]["container"],
+                                           Key=f"{cli.runs_key(run, name)}/run.json")
+    return list(json.loads(stored["Body"].read())["restarts"])
+
+
+def on_workers(cli: Cli, name: str) -> bool:
+    """The run's files and the takeover command reached the worker (the watch agent's beat)."""
+    found = cli("exec", "--name", name, "--node", "node1", "--",
+                f"cat ~/xeoncluster/orphan/takeover.json ~/xeoncluster/agent/clusters/{name}/runs/headless/run.json")
+    return found.returncode == 0 and "takeover" in found.stdout
+
+
+def test_workers_whose_master_is_gone_power_themselves_off(standin: Any, cli: Cli) -> None:
+    """The master is reclaimed with no notice, and nothing can take over (no capacity for a new master):
+    its watch agent goes with it, the worker hears no heartbeat for orphan_minutes, and terminates itself
+    (an OS shutdown, with the launch's InstanceInitiatedShutdownBehavior=terminate). Nothing of the
+    cluster runs afterwards."""
     cli.ok("up", "--name", "sico", "--nodes", "2", "--idle-minutes", "0", "--orphan-minutes", "0.5")
     deadline = time.monotonic() + 120
     while cli("exec", "--name", "sico", "--", "cat ~/xeoncluster/orphan/minutes").stdout.count("| 0.5") < 2:
@@ -481,14 +553,19 @@ def test_workers_whose_master_is_gone_power_themselves_off(cli: Cli) -> None:
     master = [i["InstanceId"] for i in instances("sico")
               if {"Key": "xeoncluster:role", "Value": "master"} in i.get("Tags", [])]
     assert len(master) == 1
-    boto3.client("ec2").terminate_instances(InstanceIds=master)
-    deadline = time.monotonic() + 300
-    while instances("sico"):
-        if time.monotonic() > deadline:
-            left = cli("exec", "--name", "sico", "--", "pgrep -af orphan_watch; tail -5 ~/xeoncluster/orphan/watch.log")
-            raise AssertionError(f"still running: {instances('sico')}\nbefore: {watches.stdout}{watches.stderr}\n"
-                                 f"after: {left.stdout}{left.stderr}")
-        time.sleep(3)
+    standin.script("faults", "capacity=[{}]")
+    try:
+        boto3.client("ec2").terminate_instances(InstanceIds=master)
+        deadline = time.monotonic() + 300
+        while instances("sico"):
+            if time.monotonic() > deadline:
+                left = cli("exec", "--name", "sico", "--",
+                           "pgrep -af orphan_watch; tail -5 ~/xeoncluster/orphan/watch.log")
+                raise AssertionError(f"still running: {instances('sico')}\nbefore: {watches.stdout}{watches.stderr}\n"
+                                     f"after: {left.stdout}{left.stderr}")
+            time.sleep(3)
+    finally:
+        standin.script("faults", "capacity=[]")
     cli.ok("down", "--name", "sico")
 
 

@@ -4,6 +4,7 @@ come, or while a rank runs, it never does. The watch agent's beat starts one wat
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import signal
@@ -125,3 +126,42 @@ def test_the_decision(tmp_path: Path, minutes: float, age: float, expected: bool
     (tmp_path / "heartbeat").touch()
     beat = (tmp_path / "heartbeat").stat().st_mtime
     assert bool(orphan_watch.orphaned(tmp_path, beat + age)) == expected
+
+
+def test_a_worker_tries_to_take_over_before_it_powers_off(tmp_path: Path) -> None:
+    """The takeover command runs once the silence passes half the orphan minutes; one that brings the
+    beats back (a new master's) keeps the node on; while beats come it never runs."""
+    folder = tmp_path / "orphan"
+    tried = tmp_path / "tried"
+    argv = ["sh", "-c", f"echo x >> {tried} && touch {folder / 'heartbeat'}"]
+    folder.mkdir()
+    (folder / orphan_watch.TAKEOVER).write_text(json.dumps({"argv": argv}))
+    node, off = start_watch(folder, minutes=0.05)  # takeover after 1.5 s, power-off after 3 s
+    try:
+        for _ in range(5):  # 1 s of beats: no try
+            (folder / "heartbeat").touch()
+            time.sleep(0.2)
+        assert not tried.exists()
+        assert wait_for(tried, 10)
+        time.sleep(4)  # each try brought the beats back: still on, and it tries again when they stop
+        assert not off.exists() and node.poll() is None
+        assert len(tried.read_text().split()) >= 2
+    finally:
+        stop(node)
+
+
+def test_a_failed_takeover_still_powers_off(tmp_path: Path) -> None:
+    folder = tmp_path / "orphan"
+    folder.mkdir()
+    (folder / orphan_watch.TAKEOVER).write_text(json.dumps({"argv": ["false"]}))
+    node, off = start_watch(folder, minutes=0.02)
+    try:
+        assert wait_for(off, 15)
+    finally:
+        stop(node)
+
+
+@pytest.mark.parametrize("text", ['{"argv": "rm -rf /"}', '{"argv": []}', '{"argv": [1]}', "not json", "{}"])
+def test_a_takeover_file_that_is_no_argv_is_never_run(tmp_path: Path, text: str) -> None:
+    (tmp_path / orphan_watch.TAKEOVER).write_text(text)
+    assert orphan_watch.takeover_argv(tmp_path) is None

@@ -6,6 +6,7 @@ import threading
 from dataclasses import InitVar, dataclass, field, replace
 
 from xeoncluster.agent.attempt import Attempt
+from xeoncluster.agent.handover import Handover
 from xeoncluster.agent.pace import Pace
 from xeoncluster.agent.proactive import Replacement
 from xeoncluster.agent.record_keeper import RecordKeeper
@@ -39,6 +40,7 @@ class CurrentRun:
     stopped: str = ""  # why the agent stopped the run short of its end (its --max-cost ceiling); "" for a cancel
     noticed: dict[str, NoticeEvent] = field(default_factory=dict)
     replacements: dict[str, Replacement] = field(default_factory=dict)
+    handover: Handover | None = None  # the master's successor, launched on the master's notice
 
     @classmethod
     def open(cls, ctx: CommandContext, files: RunFiles, submission: Submission) -> CurrentRun:

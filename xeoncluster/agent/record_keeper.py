@@ -39,7 +39,9 @@ class RecordKeeper:
 
     def started(self, storage: str) -> None:
         with self._change() as record:
-            record.state, record.agent_pid, record.started_at = RunState.STARTING, os.getpid(), time.time()
+            # A run a new master carries on keeps the start its first agent gave it.
+            record.state, record.agent_pid = RunState.STARTING, os.getpid()
+            record.started_at = record.started_at or time.time()
             record.storage = storage
 
     def running(self, nodes: list[str]) -> None:

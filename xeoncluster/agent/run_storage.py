@@ -84,6 +84,7 @@ class RunStorage:
             # checkpoint after every node was lost has its curves up to that step too.
             self.sync.tensorboard(self.files.tensorboard)
             self.sync.checkpoint(event.step)
+            self.sync.log_files()  # a new master carries the log on from storage: as new as the checkpoint
         elif event.kind == "step" and time.monotonic() - self._logged > LOG_EVERY_SECONDS:
             self._logged = time.monotonic()
             self.sync.log_files()

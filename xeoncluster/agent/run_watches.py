@@ -8,14 +8,16 @@ import time
 
 from xeoncluster.agent.cost_ceiling import reached
 from xeoncluster.agent.current_run import CurrentRun
+from xeoncluster.agent.handover import Handover
 from xeoncluster.agent.proactive import Replacement
 from xeoncluster.agent.stall import stop_stalled
+from xeoncluster.cluster.state import ClusterRecord
 from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.job.train_request import ScriptRequest
 from xeoncluster.node.diagnostics.startup_clock import describe as describe_startup
 from xeoncluster.node.events.events import PARAMETERS, NoticeEvent, RunEvent
 from xeoncluster.operations.train_prepare import Preparer
-from xeoncluster.providers.abilities import inter_zone_usd_per_gb
+from xeoncluster.providers.abilities import AgentOnMaster, inter_zone_usd_per_gb
 from xeoncluster.providers.base import Node
 from xeoncluster.runs.record import Live, NodeUse, RunState
 from xeoncluster.runs.zone_traffic import ZoneSpread
@@ -58,13 +60,23 @@ class RunWatches:
         run.keeper.noticed(event.node)
         run.note(f"rank {event.rank} on {event.node}: {event.reason}")
         node = next((n for n in run.plan.nodes if n.private_ip == event.node), None)
-        if node is None or node.is_master or not run.interruptions_left() or event.node in run.replacements:
-            return  # the master's notice ends the agent too: the ranks stop at its deadline, checkpointed
+        if node is None or not run.interruptions_left() or event.node in run.replacements:
+            return
         cluster = run.ctx.state.load()
         if cluster is None or not cluster.ready:
             return
+        if node.is_master:
+            self._hand_over(cluster)
+            return
         replacement = Replacement(run.ctx, cluster, node, self._warm, self._replacement_ready)
         run.replacements[event.node] = replacement.start()
+
+    def _hand_over(self, cluster: ClusterRecord) -> None:
+        """Where the agent lives on the master and the run is stored, a successor takes over (agent/handover.py);
+        else the ranks stop at the notice's deadline, checkpointed, and the agent ends with the master."""
+        run = self.run
+        if run.handover is None and cluster.storage is not None and isinstance(run.ctx.provider, AgentOnMaster):
+            run.handover = Handover(run.ctx, cluster, self._warm, self._replacement_ready).start()
 
     def _zones(self, parameters: float | None) -> None:
         """Nodes in more than one zone (a replacement that crossed, where the config lets it): the run's log
@@ -88,8 +100,8 @@ class RunWatches:
 
     def _replacement_ready(self, node: Node) -> None:
         if self.run.attempt is not None:
-            self.run.note(f"{node.name} is ready to replace the noticed node; asking the ranks to stop at the next "
-                          "step")
+            self.run.note(f"{node.name} ({node.id}) is ready to replace the noticed node; asking the ranks to stop "
+                          "at the next step")
             self.run.attempt.ask_to_stop(self.run.control)
 
     def _live(self, step: int, total: int | None) -> Live:

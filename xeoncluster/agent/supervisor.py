@@ -17,9 +17,12 @@ from xeoncluster.agent.cost_ceiling import stopped_line
 from xeoncluster.agent.current_run import CurrentRun
 from xeoncluster.agent.failure import failed_exit_code
 from xeoncluster.agent.final_metrics import write_final_metrics
+from xeoncluster.agent.handover import HOLDER, hand_over
 from xeoncluster.agent.node_watch import NodeWatch
 from xeoncluster.agent.pace import Pace
+from xeoncluster.agent.queue import Queue
 from xeoncluster.agent.record_keeper import RecordKeeper
+from xeoncluster.agent.replica import Replica
 from xeoncluster.agent.run_recovery import failure, prepare_again, price_nodes, recover
 from xeoncluster.agent.run_storage import RunStorage
 from xeoncluster.agent.run_turn import wait_turn
@@ -28,6 +31,9 @@ from xeoncluster.agent.usage_watch import UsageScalars, UsageWatch
 from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.job.train_plan import ENV_FILE, LaunchPlan
+from xeoncluster.node.events.events import StoppedEvent
+from xeoncluster.providers.abilities import AgentOnMaster
+from xeoncluster.providers.registry import spec_for
 from xeoncluster.remote.command import remote_command
 from xeoncluster.remote.shell import NodeShell
 from xeoncluster.runs.record import RunFiles, RunRecord, RunState
@@ -38,6 +44,7 @@ from xeoncluster.wire.layout import RemoteLayout
 class Supervisor:
     def __init__(self, ctx: CommandContext, files: RunFiles, submission: Submission) -> None:
         self.run_now = CurrentRun.open(ctx, files, submission)
+        self.relaunch = submission.relaunch
         self.watches = RunWatches(self.run_now)
 
     @property
@@ -66,9 +73,10 @@ class Supervisor:
         price_nodes(run)
         shell = run.ctx.shell()
         try:
-            if waited:  # nodes may have been replaced meanwhile: they get what the run needs now
+            if waited or self.relaunch:  # nodes may have been replaced meanwhile: they get what the run needs now
                 run.plan = prepare_again(run, shell, run.plan)
             run.storage.start(shell, run.plan)
+            self._share(shell)
             return self._loop(shell)
         except XeonClusterError as exc:
             return self.finish(RunState.FAILED, exc.exit_code or 1, exc.one_line())
@@ -77,6 +85,17 @@ class Supervisor:
         finally:
             shell.close()
             run.control.close()
+
+    def _share(self, shell: NodeShell) -> None:
+        """The run's files on the workers now, not at the next heartbeat: a master lost in the run's first
+        minute must not take the run with it (agent/replica.py)."""
+        run = self.run_now
+        if spec_for(run.ctx.config.provider).poweroff is None or not isinstance(run.ctx.provider, AgentOnMaster):
+            return
+        try:
+            Replica(shell, run.ctx.state).copy([n for n in run.plan.nodes if not n.is_master])
+        except XeonClusterError as exc:
+            run.note(f"the run's files did not reach the workers ({exc.one_line()}); the next heartbeat copies them")
 
     def _loop(self, shell: NodeShell) -> int:
         run = self.run_now
@@ -89,6 +108,12 @@ class Supervisor:
                 return self.finish(RunState.SUCCEEDED, 0)
             if run.cancelled.is_set():
                 return self._cancelled()
+            if run.handover is not None and run.handover.ready and outcome.last(StoppedEvent) is not None:
+                if self._hand_over():
+                    return 0
+                run.request = replace(run.request, resume=True)  # on the same nodes, to the notice's deadline
+                plan = prepare_again(run, shell, plan)
+                continue
             restart = recover(run, shell, plan, outcome)
             if restart is None:
                 return self.finish(RunState.FAILED, failed_exit_code(outcome), failure(run, outcome))
@@ -108,6 +133,22 @@ class Supervisor:
                            scalars=UsageScalars(run.files.tensorboard))
         with NodeWatch(run.ctx, watched, watches.on_gone, run.note), usage:
             return run.attempt.run(shell)
+
+    def _hand_over(self) -> bool:
+        """The run goes on under the successor's agent: this one ends it nowhere (its record is the new
+        master's now), and the machine powers off. False when that failed: the run goes on here."""
+        run = self.run_now
+        handover, run.handover = run.handover, None
+        assert handover is not None
+        run.note(f"the ranks stopped at step {run.record.step}; handing the run to the new master")
+        sync = run.storage.sync
+        try:
+            hand_over(run.ctx, handover, run.files, sync.close if sync else lambda _t: True, run.note)
+        except XeonClusterError as exc:
+            run.note(f"the handover failed ({exc.one_line()}); the run goes on here until the notice's deadline")
+            Queue(run.files.path.parent).release(HOLDER)
+            return False
+        return True
 
     # -- the end ------------------------------------------------------------------------------
     def finish(self, state: RunState, exit_code: int, error: str = "") -> int:

@@ -17,6 +17,7 @@ from pathlib import Path
 from xeoncluster.agent.activity import Activity
 from xeoncluster.agent.heartbeat import Heartbeat
 from xeoncluster.agent.self_removal import SelfRemoval
+from xeoncluster.agent.succession import Fenced
 from xeoncluster.cluster.autostop import SETTINGS, STATUS, AutoStop, WatchStatus
 from xeoncluster.cluster.state import atomic_write
 from xeoncluster.core.errors import XeonClusterError
@@ -50,7 +51,9 @@ class Watcher:
         if settings is None or settings.off:
             self.write("off", "")
             return False
-        self.beat(settings)
+        if not self.beat(settings):
+            self.write("fenced", "another node is the master now")
+            return False
         busy = self.busy()
         now = self.clock()
         if busy:
@@ -70,13 +73,18 @@ class Watcher:
             return True
         return False
 
-    def beat(self, settings: AutoStop) -> None:
+    def beat(self, settings: AutoStop) -> bool:
+        """False once this master has been replaced (another node holds the master lease)."""
         if self.heartbeat is None:
-            return
+            return True
         try:
             self.heartbeat.beat(settings, self.clock())
+        except Fenced as exc:
+            self.report(f"{exc.message}: this agent stops")
+            return False
         except Exception as exc:  # noqa: BLE001 - a missed beat is retried at the next one; the switch waits minutes
             self.report(f"heartbeat failed ({type(exc).__name__}: {exc})")
+        return True
 
     def spent(self, settings: AutoStop, now: float) -> float | None:
         if not settings.max_cost or self.spend is None:

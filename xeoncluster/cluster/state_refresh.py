@@ -8,6 +8,10 @@ machine knew (same name, same instance) keeps the key pinned here; any other get
 provider shows out of band (the instance console on AWS, as `up` reads it), or is left out of
 ssh_config and known_hosts until it shows one: never trust on first use here. A lost node no new one
 replaced stays recorded, as `up` needs it to replace it under its name.
+
+The master too may be new: when the one recorded here is no longer running, a worker takes its place
+(agent/takeover.py) and launches a successor under its name and role. That one instance, and no other,
+is followed as the master; two running masters leave the record as it is.
 """
 from __future__ import annotations
 
@@ -46,9 +50,11 @@ def refresh(ctx: ClusterView, record: ClusterRecord) -> ClusterRecord:
     known = {n.name: n.id for n in record.node_list()}
     if {(n.name, n.id) for n in listed} == set(known.items()):
         return record
+    owned = _owned(ctx, listed, record.owner)
+    master_id = _master_id(owned, record.master)
+    live = _trusted(ctx, owned, known, master_id)
     master = record.master
-    live = _trusted(ctx, _owned(ctx, listed, record.owner), known, master)
-    if master is None or master.name not in live or live[master.name].id != master.id:
+    if master is None or master.name not in live or live[master.name].id != master_id:
         return record  # no master: no agent at work; `status` and `up` say what is gone
     pins = read_known(ctx.state)
     keys = _keys(ctx, live, known, pins)
@@ -85,7 +91,19 @@ def _owned(ctx: ClusterView, listed: list[Node], owner: str | None) -> list[Node
     return [n for n in listed if n.owner == owner]
 
 
-def _trusted(ctx: ClusterView, listed: list[Node], known: dict[str, str], master: Node | None) -> dict[str, Node]:
+def _master_id(listed: list[Node], master: Node | None) -> str | None:
+    """The recorded master's id while it runs; once it does not, its successor's: the one running
+    instance with the master's role and name."""
+    if master is None:
+        return None
+    running = [n for n in listed if n.state.is_running()]
+    if any(n.id == master.id for n in running):
+        return master.id
+    successors = [n for n in running if n.is_master and n.name == master.name]
+    return successors[0].id if len(successors) == 1 else None
+
+
+def _trusted(ctx: ClusterView, listed: list[Node], known: dict[str, str], master_id: str | None) -> dict[str, Node]:
     """The provider's running nodes whose every field passes its rule, one per name. Instances carry the
     tags the master's role gave them at launch, so a name, role or address there is checked like the rest."""
     id_rule = spec_for(ctx.config.provider).instance_id
@@ -94,8 +112,8 @@ def _trusted(ctx: ClusterView, listed: list[Node], known: dict[str, str], master
     for node in (n for n in listed if n.state.is_running()):  # a pending one has no address yet
         try:
             untrusted.node(node, source, id_rule)
-            if node.is_master != (master is not None and node.id == master.id):
-                raise untrusted.refused(source, f"{node.name}'s role", node.role, "not the master this machine made")
+            if node.is_master != (node.id == master_id):
+                raise untrusted.refused(source, f"{node.name}'s role", node.role, "not the cluster's master")
         except untrusted.Refused as exc:
             ctx.reporter.warn(f"{exc.message}; left out")
             continue

@@ -7,12 +7,18 @@ off, so that it stops billing (on EC2 a node's own shutdown terminates it: the t
 InstanceInitiatedShutdownBehavior=terminate). Its clock is the node's own, which also stamps the
 heartbeat, so the two never disagree.
 
+Before that, a worker tries to take the master's place: after TAKEOVER_SECONDS of silence (or half the
+orphan minutes, if less) it runs the command the watch agent left in FOLDER/takeover.json
+(agent/takeover.py). That command finds whether the master is gone and whether another worker is
+already taking over; a node that could not take over powers off at the orphan minutes as before.
+
 It imports nothing outside the standard library: it runs beside the ranks, on the node's Python.
 """
 from __future__ import annotations
 
 import argparse
 import fcntl
+import json
 import os
 import shlex
 import subprocess
@@ -24,7 +30,9 @@ from pathlib import Path
 HEARTBEAT = "heartbeat"
 MINUTES = "minutes"   # written with every beat: the watch agent's orphan_minutes, 0 to stop the switch
 LOCK = "orphan.lock"
+TAKEOVER = "takeover.json"  # on a worker: {"argv": [...]}, how it takes the master's place
 CHECK_SECONDS = 30.0
+TAKEOVER_SECONDS = 150.0  # two missed beats and a half: one late beat is no loss
 # A rank of a built-in task or of a user's script, and the MPI launcher and proxies that start them.
 RANK_MARKS = (b"\0-m\0xeoncluster.node", b"mpiexec", b"hydra_pmi_proxy")
 SESSION_MARK = b"sshd"  # "sshd: ubuntu@pts/0" (OpenSSH 9.8+: "sshd-session: ubuntu@pts/0")
@@ -83,12 +91,39 @@ def orphaned(folder: Path, now: float) -> str:
     return f"no word from the cluster's agents for {quiet / 60:.1f} minutes (orphan_minutes {minutes:g})"
 
 
+def takeover_argv(folder: Path) -> list[str] | None:
+    try:
+        argv = json.loads((folder / TAKEOVER).read_text())["argv"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return argv if isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv) else None
+
+
+def takeover_due(folder: Path, now: float) -> list[str] | None:
+    """The takeover command, when the silence is long enough to try it."""
+    minutes = read_minutes(folder)
+    argv = takeover_argv(folder)
+    if not minutes or argv is None or silence(folder, now) < min(TAKEOVER_SECONDS, minutes * 30):
+        return None
+    return argv
+
+
+def try_takeover(argv: list[str]) -> None:
+    """Its lines go to this watch's log; its end, whatever it is, leaves the switch to decide."""
+    say(f"no word from the master: trying to take its place ({argv[-2:]})")
+    code = subprocess.run(argv, check=False, stdin=subprocess.DEVNULL).returncode
+    say(f"takeover ended with exit code {code}")
+
+
 def say(line: str) -> None:
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} orphan watch: {line}", flush=True)
 
 
 def watch(folder: Path, poweroff: list[str], every: float) -> int:
     while read_minutes(folder):
+        argv = takeover_due(folder, time.time())
+        if argv is not None:
+            try_takeover(argv)
         why = orphaned(folder, time.time())
         if why:
             say(f"{why}: powering off ({shlex.join(poweroff)})")

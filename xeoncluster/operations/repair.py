@@ -105,8 +105,10 @@ def _replace(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, dead:
             ctx.state.save(record)
             result.replaced.append(node.name)
             check_ceiling(ctx, record, 1)
+            # A lost master's successor goes where the survivors are: one zone for the gradients.
+            near = record.master or next(iter(record.node_list()), None)
             new = ctx.provider.launch(LaunchRequest(ctx.config, 1, recorded_image(record), node.role, node.index,
-                                      near=record.master, base=recorded_base(record), replacement=True))
+                                      near=near, base=recorded_base(record), replacement=True))
             add_nodes(ctx, record, new, shell)
             record.set_nodes(by_index(record.node_list()))
 

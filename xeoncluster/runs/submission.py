@@ -24,6 +24,9 @@ class Submission:
     storage: StorageLocation | None = None  # where the run keeps what must outlive the nodes
     keep_checkpoints: int = 3
     restore_step: int | None = None  # a checkpoint to bring back from storage first (the master lost it)
+    # The nodes changed since the plan was made (a worker took the lost master's place): the agent prepares
+    # the launch again before its first attempt.
+    relaunch: bool = False
 
     def to_json(self) -> str:
         """The request without its --env values (only their names), and the plan."""
@@ -31,7 +34,8 @@ class Submission:
         return json.dumps({"version": VERSION, "request": json.loads(_REQUEST.dump_json(public)),
                            "plan": json.loads(_PLAN.dump_json(self.plan)),
                            "storage": asdict(self.storage) if self.storage else None,
-                           "keep_checkpoints": self.keep_checkpoints, "restore_step": self.restore_step}, indent=1)
+                           "keep_checkpoints": self.keep_checkpoints, "restore_step": self.restore_step,
+                           "relaunch": self.relaunch}, indent=1)
 
     def env_json(self) -> str:
         return json.dumps(dict(self.request.env))
@@ -44,7 +48,7 @@ class Submission:
         request = replace(request, env=tuple((name, str(values.get(name, ""))) for name, _ in request.env))
         storage = StorageLocation.from_dict(data["storage"]) if data.get("storage") else None
         return cls(request, _PLAN.validate_python(data["plan"]), storage, int(data.get("keep_checkpoints", 3)),
-                   data.get("restore_step"))
+                   data.get("restore_step"), bool(data.get("relaunch", False)))
 
 
 def _with_kind(request: dict[str, Any]) -> dict[str, Any]:

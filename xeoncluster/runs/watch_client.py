@@ -64,7 +64,8 @@ def watcher_alive(host: AgentHost, cluster: str) -> bool:
 
 
 def stop_watcher(host: AgentHost, cluster: str) -> None:
-    """An older agent's watcher gives way to this version's (a run agent at work keeps its own code)."""
+    """A watcher gives way: an older agent's to this version's (a run agent at work keeps its own code), and a
+    master's that handed over to its successor's."""
     found = read_status(host, cluster)
     status = found[1] if found else None
     if status is not None and status.pid is not None:
