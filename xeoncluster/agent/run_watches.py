@@ -100,8 +100,8 @@ class RunWatches:
 
     def _replacement_ready(self, node: Node) -> None:
         if self.run.attempt is not None:
-            self.run.note(f"{node.name} ({node.id}) is ready to replace the noticed node; asking the ranks to stop "
-                          "at the next step")
+            self.run.note(f"{node.name} is ready to replace the noticed node; asking the ranks to stop at the next "
+                          "step")
             self.run.attempt.ask_to_stop(self.run.control)
 
     def _live(self, step: int, total: int | None) -> Live:
