@@ -373,14 +373,17 @@ def test_the_laptop_takes_nothing_from_a_master_that_rewrites_its_state(cli: Cli
 
 
 def why(cli: Cli, run: str, record: dict[str, Any] | None, name: str = CLUSTER) -> str:
-    """What a test that waited in vain on a run prints: its record, and the ends of its log and its agent's."""
+    """What a test that waited in vain on a run prints: its record, the ends of its log and its agent's, and
+    what every node's orphan watch did (a takeover it tried)."""
     from xeoncluster.runs.host import AGENT_HOME
 
     log = cli("logs", run, "--name", name)
     agent = cli("exec", "--name", name, "--node", "node0", "--",
                 f"tail -n 80 {AGENT_HOME}/clusters/{name}/runs/{run}/agent.log")
+    watches = cli("exec", "--name", name, "--", "tail -n 12 ~/xeoncluster/orphan/watch.log")
     return (f"record {record}\n--- train log (tail)\n" + "\n".join((log.stdout + log.stderr).splitlines()[-15:])
-            + f"\n--- agent log (tail)\n{agent.stdout}{agent.stderr}")
+            + f"\n--- agent log (tail)\n{agent.stdout}{agent.stderr}"
+            + f"\n--- orphan watches (tail)\n{watches.stdout}{watches.stderr}")
 
 
 def durable_steps(cli: Cli, run: str, name: str = CLUSTER) -> list[int]:
@@ -418,18 +421,6 @@ def test_a_run_that_loses_every_instance_resumes_from_s3_after_up(standin: Any, 
     assert {f"{key}/results/metrics.json", f"{key}/model/config.json", f"{key}/train.log"} <= stored
     calls = json.loads(standin.script("status").stdout)["role_calls"]["allowed"]
     assert calls.get(f"xeoncluster-{CLUSTER}-us-east-1 s3:PutObject", 0) >= 1, calls  # the agent stored them
-
-
-def test_a_warm_up_reuses_the_image_and_runs_no_playbook(cli: Cli) -> None:
-    up = cli.ok("up", "--name", "sicw", "--nodes", "2")
-    assert "reusing image" in up.stderr and "configure nodes" not in up.stderr
-    assert {i["ImageId"] for i in instances("sicw")} == {baked_image()}
-    # The image came from cluster sic: its nodes admit this cluster's key only, not sic's.
-    own_key = " ".join((cli.home / "clusters" / "sicw" / "id_ed25519.pub").read_text().split()[:2])
-    admitted = cli.ok("exec", "--name", "sicw", "--", "cut -d' ' -f1,2 ~/.ssh/authorized_keys").stdout
-    assert sorted(line.split("| ", 1)[1].strip() for line in admitted.splitlines() if "| " in line) == [own_key] * 2
-    cli.ok("down", "--name", "sicw")
-    assert instances("sicw") == []
 
 
 def test_zone_a_short_for_one_launch_still_puts_every_node_in_one_zone(standin: Any, cli: Cli) -> None:
@@ -472,11 +463,16 @@ def test_a_detached_run_whose_master_is_reclaimed_without_notice_succeeds_under_
     """The master, with its run agent, is reclaimed with no notice in the middle of a detached run. The
     worker hears no heartbeat, takes the master lease in S3, launches a new master under node0's name and
     hands it the run, which resumes from its newest stored checkpoint; the laptop follows the new master
-    with no action of the user's, and no longer lists the old master among the nodes."""
+    with no action of the user's, and no longer lists the old master among the nodes.
+
+    The cluster's `up` is a warm one (shared here to spare the run a cluster of its own): it reuses the
+    image and runs no playbook, and its nodes admit its own key only, not that of the cluster the image
+    came from."""
     # Three minutes: the takeover starts after 90 s of silence, and a beat comes once a minute.
-    cli.ok("up", "--name", "sicm", "--nodes", "2", "--idle-minutes", "0", "--orphan-minutes", "3")
+    up = cli.ok("up", "--name", "sicm", "--nodes", "2", "--idle-minutes", "0", "--orphan-minutes", "3")
+    assert_warm(cli, up, "sicm")
     cli.ok("train", "squad", "--name", "sicm", "--demo", "--run", "headless", "--detach", "--",
-           "--max-steps", "800", "--save-steps", "40")
+           "--max-steps", "280", "--save-steps", "40")
     deadline = time.monotonic() + 600
     while not [s for s in durable_steps(cli, "headless", "sicm") if s >= 80] or not on_workers(cli, "sicm"):
         record = run_record(cli, "headless", "sicm")
@@ -508,7 +504,8 @@ def test_a_master_with_a_notice_hands_its_run_and_queue_to_a_successor_with_no_s
     the run, the queue and the lease over: the run succeeds with 0 steps lost, and the queued run starts
     under the new master. The cluster is the one a worker took over in the test before: its new master
     hands over in turn."""
-    for run, steps in (("noticed", "1000"), ("next", "20")):  # the first outlasts readying the successor
+    # The first outlasts the notice's 120 s, within which the successor is readied.
+    for run, steps in (("noticed", "640"), ("next", "20")):
         cli.ok("train", "squad", "--name", "sicm", "--demo", "--run", run, "--detach", "--",
                "--max-steps", steps, "--save-steps", "2000")
     deadline = time.monotonic() + 600
@@ -523,6 +520,7 @@ def test_a_master_with_a_notice_hands_its_run_and_queue_to_a_successor_with_no_s
     assert_ended(cli, "next", "succeeded", 0, name="sicm")
     assert cli.node_id("node0", "sicm") != old and old not in [i["InstanceId"] for i in instances("sicm")]
     cli.ok("down", "--name", "sicm")
+    assert instances("sicm") == []
 
 
 def record_restarts(cli: Cli, run: str, name: str) -> list[dict[str, Any]]:
@@ -530,6 +528,14 @@ def record_restarts(cli: Cli, run: str, name: str) -> list[dict[str, Any]]:
     stored = boto3.client("s3").get_object(Bucket=cli.state(name)["storage"]["container"],
                                            Key=f"{cli.runs_key(run, name)}/run.json")
     return list(json.loads(stored["Body"].read())["restarts"])
+
+
+def assert_warm(cli: Cli, up: Any, name: str) -> None:
+    assert "reusing image" in up.stderr and "configure nodes" not in up.stderr
+    assert {i["ImageId"] for i in instances(name)} == {baked_image()}
+    own_key = " ".join((cli.home / "clusters" / name / "id_ed25519.pub").read_text().split()[:2])
+    admitted = cli.ok("exec", "--name", name, "--", "cut -d' ' -f1,2 ~/.ssh/authorized_keys").stdout
+    assert sorted(line.split("| ", 1)[1].strip() for line in admitted.splitlines() if "| " in line) == [own_key] * 2
 
 
 def on_workers(cli: Cli, name: str) -> bool:

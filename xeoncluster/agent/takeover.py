@@ -4,8 +4,9 @@ The worker's orphan watch starts it when the master's heartbeats stop (node/orph
 from the copy of the agent's folder the master's watch agent keeps on every worker (agent/replica.py),
 with the tag-scoped role every node holds, and:
 
-1. stops unless the provider confirms the master gone (a master that runs but is silent is not replaced
-   from here: two masters would both act);
+1. stops unless the provider confirms the master gone and its ssh port does not answer (a master that
+   runs but is silent, its beats only late, is not replaced from here: two masters would both act, and
+   the ranks it runs would be ended);
 2. takes the master lease in storage (cluster/master_lease.py) from the lost master; a worker that loses
    that race stands by, and its heartbeat counts as heard: another node is taking over;
 3. replaces the master under its name from the cluster's image (operations/repair.py, as `up` does);
@@ -29,12 +30,14 @@ from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.operations.repair import repair
 from xeoncluster.providers.node_kinds import Node
 from xeoncluster.providers.registry import spec_for
-from xeoncluster.remote.shell import NodeShell
+from xeoncluster.remote.shell import NodeShell, port_open
 from xeoncluster.runs.submission import Submission
 from xeoncluster.storage.base import Storage
 from xeoncluster.wire.layout import PACKAGE_ROOT, RemoteLayout, RunFolder
 
 HEARTBEAT = Path.home() / PACKAGE_ROOT / "orphan" / "heartbeat"
+# A reclaimed instance is off well before the takeover's 150 s of silence; a live one answers at once.
+ANSWER_SECONDS = 5.0
 
 
 class Takeover:
@@ -48,6 +51,9 @@ class Takeover:
         old = self.record.master
         if old is None or not self._gone(old):
             self.ctx.reporter.info("the master runs: nothing to take over")
+            return 0
+        if port_open(old.ssh_host, self.ctx.identity().port, ANSWER_SECONDS):
+            self.ctx.reporter.info(f"{old.name} ({old.ssh_host}) still answers on its ssh port: nothing to take over")
             return 0
         lease = self.book.take(self.me.id, self.me.name, time.time(), STALE_SECONDS, force_from=old.id)
         if lease is None:

@@ -165,7 +165,7 @@ class FabricShell:
         deadline = time.monotonic() + timeout
         pending = list(nodes)
         while pending:
-            pending = [node for node in pending if not _port_open(node.ssh_host, self.identity.port)]
+            pending = [node for node in pending if not port_open(node.ssh_host, self.identity.port)]
             if pending and time.monotonic() > deadline:
                 names = ", ".join(n.name for n in pending)
                 raise RemoteError(f"SSH did not answer on {names} within {int(timeout)}s",
@@ -292,9 +292,9 @@ class FabricShell:
             raise _remote_error(node, exc) from None
 
 
-def _port_open(host: str, port: int) -> bool:
+def port_open(host: str, port: int, timeout: float = 1.0) -> bool:
     try:
-        with socket.create_connection((host, port), timeout=1):
+        with socket.create_connection((host, port), timeout=timeout):
             return True
     except OSError:
         return False
