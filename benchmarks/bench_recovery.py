@@ -9,7 +9,9 @@ the run to a successor it readied (agent/handover.py); with none a worker takes 
 stop (agent/takeover.py: 150 s of silence with the default orphan_minutes).
 
 --on local (default): the worker announces its end (a notice file in its home, with a deadline that many
-seconds away), or, with no notice, its namespace and processes vanish mid-run.
+seconds away), or, with no notice, its namespace and processes vanish mid-run. Then (--shrink) a worker
+vanishes while the cluster has no capacity (the local provider's `no-capacity` file): the run trains on the
+node left (issue 37), and grows back once the file is gone; both pauses are rows.
 --on standin: the EC2 stand-in (started and stopped here; needs root), unscaled latency model (a boot
 takes 20 s): the worker gets a spot interruption with that many seconds of notice; 0 is reclaimed at once.
 
@@ -22,7 +24,7 @@ record), `launch` (mpirun and SSH up to rank 0's process start) and the parts ra
 reports (xeoncluster/node/diagnostics/startup_clock.py, PARTS).
 
     python benchmarks/bench_recovery.py [--on local|standin] [--steps N] [--save-steps 40] [--notices 120,30,0]
-                                        [--masters 120,0]
+                                        [--masters 120,0] [--no-shrink]
 """
 from __future__ import annotations
 
@@ -57,9 +59,12 @@ class Recovery:
     parts: dict[str, float]  # ended, recover, relaunch, first step: they add up to the pause
     relaunch_parts: dict[str, float]  # prepare, launch, then rank 0's startup parts: they add up to the relaunch
     restart: dict[str, object]
+    label: str = ""  # what the row is, when not a loss with or without notice
 
     @property
     def kind(self) -> str:
+        if self.label:
+            return self.label
         return f"{self.node}, " + (f"{self.notice_seconds:g} s notice" if self.notice_seconds else "no notice")
 
 
@@ -195,6 +200,40 @@ def measure(cli: Cli, cluster: str, notice: float, args: argparse.Namespace, rol
     return found
 
 
+def measure_shrink(cli: Cli, cluster: str, args: argparse.Namespace, root: Path) -> list[Recovery]:
+    """A worker lost with no capacity (the local provider's fault): the pause until the run trains on the
+    node left, then, once capacity is back, the pause of the grow-back (agent/regrowth.py)."""
+    run, no_capacity = "rec-worker-nocap", root / "clusters" / cluster / "no-capacity"
+    steps = max(args.steps, 1200)  # outlasts the regrowth's first ask (20 s) and the new node's readying
+    cli.out("train", "squad", "--name", cluster, "--demo", "--run", run, "--detach", "--",
+            "--max-steps", str(steps), "--save-steps", str(args.save_steps))
+    while int(cli.record(cluster, run)["step"]) < args.save_steps + args.save_steps // 2:
+        time.sleep(1)
+    no_capacity.touch()
+    lost_at_step, lost_at = int(cli.record(cluster, run)["step"]), time.time()
+    lose(cli, "local", cluster, 0)
+    while not (record := cli.record(cluster, run))["restarts"] or int(record["step"]) <= lost_at_step:
+        time.sleep(1)
+    no_capacity.unlink()
+    while (record := cli.record(cluster, run))["state"] not in ("succeeded", "failed", "cancelled"):
+        time.sleep(2)
+    if record["state"] != "succeeded":
+        raise SystemExit(f"run {run} ended {record['state']}: {record['error']}")
+    stored = json.loads((cli.home / "clusters" / cluster / "runs" / run / "run.json").read_text())
+    found_events = events(cli, "local", cluster, run)
+    (cli.home / f"{run}.events.jsonl").write_text("".join(e.to_json() + "\n" for e in found_events))
+    rows = []
+    for label, change, at in (("worker, no capacity", stored["restarts"][0], lost_at),
+                              ("grow-back", stored["growths"][0], 0.0)):
+        exact = pause_parts(found_events, at or float(change["began_at"]), change, 0 if at else 1)
+        parts = {k: round(v, 1) for k, v in exact.items()}
+        relaunch = {k: round(v, 2) for k, v in relaunch_parts(found_events, change, exact["relaunch"]).items()}
+        rows.append(Recovery(0, "worker", lost_at_step, round(sum(parts.values()), 1),
+                             int(change.get("lost_steps", 0)), parts, relaunch, change, label))
+        print(f"measured: {json.dumps(asdict(rows[-1]))}", file=sys.stderr, flush=True)
+    return rows
+
+
 def recoveries(cli: Cli, args: argparse.Namespace) -> tuple[float, list[Recovery]]:
     cli.run("up", "--name", "benchwarm", "--nodes", "1")  # bakes the image once if needed
     cli.run("down", "--name", "benchwarm")
@@ -204,6 +243,8 @@ def recoveries(cli: Cli, args: argparse.Namespace) -> tuple[float, list[Recovery
     cli.run("up", "--name", "benchrec", "--nodes", "2")
     try:
         found = [measure(cli, "benchrec", notice, args) for notice in args.notices]
+        if args.on == "local" and args.shrink:
+            found += measure_shrink(cli, "benchrec", args, cli.home.parent / "root")
         masters = args.masters if args.on == "standin" else []  # a local cluster's agent runs on this machine
         return warm_up, found + [measure(cli, "benchrec", notice, args, "master") for notice in masters]
     finally:
@@ -217,6 +258,9 @@ def main() -> None:
     parser.add_argument("--save-steps", type=int, default=40)
     parser.add_argument("--notices", default="120,30,0", help="seconds of notice before each loss; 0: none")
     parser.add_argument("--masters", default="120,0", help="the same for the master (stand-in only); '' for none")
+    parser.add_argument("--shrink", action=argparse.BooleanOptionalAction, default=True,
+                        help="(local) a worker lost with no capacity: the pause until the run trains on fewer "
+                             "nodes, and the grow-back's once capacity returns")
     args = parser.parse_args()
     args.notices = [float(n) for n in args.notices.split(",") if n]
     args.masters = [float(n) for n in args.masters.split(",") if n]

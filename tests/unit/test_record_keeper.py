@@ -32,7 +32,7 @@ def test_a_runs_life_is_saved_change_by_change(tmp_path: Path) -> None:
     assert saved(kept).state is RunState.QUEUED and saved(kept).agent_pid is not None
     kept.started("s3://bucket/c1/runs/r1")
     assert (saved(kept).state, saved(kept).storage) == (RunState.STARTING, "s3://bucket/c1/runs/r1")
-    kept.running(["node0", "node1"])
+    kept.running(["node0", "node1"], 2, 2)
     kept.noticed("10.0.0.3")
     kept.noticed("10.0.0.2")
     kept.noticed("10.0.0.3")
@@ -81,7 +81,7 @@ def test_run_json_keeps_its_flat_keys(tmp_path: Path) -> None:
     """Older and newer CLIs read run.json as the flat record (wire/contract.py): the changes are typed
     here, the file is not reshaped."""
     kept = keeper(tmp_path)
-    kept.running(["node0"])
+    kept.running(["node0"], 1, 1)
     kept.progress(1, 2, Live(loss=1.0))
     on_disk = json.loads(kept.files.record.read_text())
     assert list(on_disk) == list(RunRecord.model_fields)

@@ -10,6 +10,7 @@ from xeoncluster.agent.handover import Handover
 from xeoncluster.agent.pace import Pace
 from xeoncluster.agent.proactive import Replacement
 from xeoncluster.agent.record_keeper import RecordKeeper
+from xeoncluster.agent.regrowth import Regrowth
 from xeoncluster.agent.run_storage import RunStorage
 from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.core.errors import XeonClusterError
@@ -41,6 +42,7 @@ class CurrentRun:
     noticed: dict[str, NoticeEvent] = field(default_factory=dict)
     replacements: dict[str, Replacement] = field(default_factory=dict)
     handover: Handover | None = None  # the master's successor, launched on the master's notice
+    growth: Regrowth | None = None  # the nodes a shrunk run asks for, to grow back
 
     @classmethod
     def open(cls, ctx: CommandContext, files: RunFiles, submission: Submission) -> CurrentRun:

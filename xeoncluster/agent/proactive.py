@@ -26,9 +26,10 @@ class Replacement:
     """Launches and prepares one replacement in a thread; `wait()` returns it, or None if that failed."""
 
     def __init__(self, ctx: CommandContext, record: ClusterRecord, old: Node,
-                 warm: Callable[[Node], None], on_ready: Callable[[Node], None]) -> None:
+                 warm: Callable[[Node], None], on_ready: Callable[[Node], None],
+                 on_failed: Callable[[str], None] = lambda _why: None) -> None:
         self.ctx, self.record, self.old = ctx, record, old
-        self.warm, self.on_ready = warm, on_ready
+        self.warm, self.on_ready, self.on_failed = warm, on_ready, on_failed
         self.new: Node | None = None
         self.error: str = ""
         self._thread = threading.Thread(target=self._run, name=f"xc-replace-{old.name}", daemon=True)
@@ -49,6 +50,7 @@ class Replacement:
         except Exception as exc:  # noqa: BLE001 - any failure here means recovering the usual way once the node is gone
             self.error = str(getattr(exc, "message", exc))
             self.ctx.reporter.warn(f"could not replace {self.old.name} ahead of its loss: {self.error}")
+            self.on_failed(self.error)
         finally:
             shell.close()
 

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from xeoncluster.runs.record import Live, NodeUse, Restart, RunFiles, RunRecord, RunState
+from xeoncluster.runs.record import Growth, Live, NodeUse, Restart, RunFiles, RunRecord, RunState
 
 
 class RecordKeeper:
@@ -44,9 +44,15 @@ class RecordKeeper:
             record.started_at = record.started_at or time.time()
             record.storage = storage
 
-    def running(self, nodes: list[str]) -> None:
+    def running(self, nodes: list[str], world: int, size: int) -> None:
+        """`world`: the launch's ranks, which the global batch is set for at the first; `size`: the cluster's."""
         with self._change() as record:
-            record.state, record.nodes = RunState.RUNNING, nodes
+            record.state, record.nodes, record.size = RunState.RUNNING, nodes, size
+            record.batch_world = record.batch_world or world
+
+    def grew(self, growth: Growth) -> None:
+        with self._change() as record:
+            record.growths = [*record.growths, growth]
 
     def noticed(self, node: str) -> None:
         with self._change() as record:

@@ -3,17 +3,23 @@
 A node that announced its end and whose replacement is ready is swapped for it; any other lost node
 is replaced under its own name (repair). Then every node gets the newest checkpoint any of them
 holds. A failure with every node alive (a bug, bad data) is not a loss: there is nothing to recover.
+A lost worker that cannot be replaced (no capacity) leaves the run on the nodes it has, down to the
+run's --min-nodes; below that it waits for capacity (agent/shrink.py).
 """
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from xeoncluster.agent.attempt import Outcome
 from xeoncluster.agent.proactive import Replacement, swap_in
 from xeoncluster.agent.recovery import last_step, lost_nodes, replace_lost, restore_checkpoint
+from xeoncluster.agent.regrowth import launch_missing
+from xeoncluster.agent.shrink import can_shrink, rejoin, shrink, wait_for_floor
 from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.cluster.state import ClusterRecord
+from xeoncluster.core.errors import TrainingError
 from xeoncluster.job.train_plan import LaunchPlan
 from xeoncluster.node.events.events import NoticeEvent, StoppedEvent
 from xeoncluster.providers.abilities import remove_node
@@ -25,12 +31,15 @@ from xeoncluster.wire.layout import RemoteLayout
 
 class Recovery:
     def __init__(self, ctx: CommandContext, shell: NodeShell, plan: LaunchPlan, reported_step: int,
-                 noticed: dict[str, NoticeEvent], replacements: dict[str, Replacement]) -> None:
+                 noticed: dict[str, NoticeEvent], replacements: dict[str, Replacement], min_nodes: int = 1,
+                 cancelled: Callable[[float], bool] = lambda _seconds: False) -> None:
         self.ctx, self.shell, self.plan = ctx, shell, plan
         self.reported_step = reported_step
         self.noticed, self.replacements = noticed, replacements
+        self.min_nodes, self.cancelled = min_nodes, cancelled
         self.run_dir = RemoteLayout(plan.home).run_dir(plan.run)
         self.verdict = ""  # why there is nothing to recover into, when there is not
+        self.shrunk_to: int | None = None  # the nodes the run trains on after a shrink
 
     def run(self, outcome: Outcome, spent: str = "") -> Restart | None:
         """`spent`: why a lost node may not be replaced (a budget that is used up); then it only says so."""
@@ -60,7 +69,7 @@ class Recovery:
         lost_steps = 0 if stopped is not None and stopped.step == step else max(0, last - (step or 0))
         return Restart(node=names, reason="; ".join(why for _, why in lost), from_step=step,
                        seconds=time.monotonic() - started, lost_steps=lost_steps, replacement=", ".join(swapped),
-                       began_at=began_at, kind=RestartKind.INTERRUPTION)
+                       began_at=began_at, kind=RestartKind.INTERRUPTION, nodes_after=self.shrunk_to)
 
     def _replace(self, cluster: ClusterRecord, lost: list[tuple[Node, str]],
                  ready: dict[str, Node | None]) -> tuple[int | None, list[str]]:
@@ -74,11 +83,29 @@ class Recovery:
             else:
                 rest.append((node, why))
         if rest:
-            replace_lost(self.ctx, cluster, self.shell, rest, self.plan.run)
+            try:
+                replace_lost(self.ctx, cluster, self.shell, rest, self.plan.run)
+            except TrainingError as exc:
+                return self._without(cluster, [node for node, _ in rest], exc), swapped
             with self.ctx.reporter.step("restore the newest checkpoint to every node"):
                 step = restore_checkpoint(self.ctx, self.shell, cluster.node_list(), self.run_dir)
             swapped += [node.name for node, _ in rest]
         return step, swapped
+
+    def _without(self, cluster: ClusterRecord, gone: list[Node], exc: TrainingError) -> int | None:
+        """No replacement for `gone`: train on without them, or below --min-nodes wait for capacity."""
+        if not can_shrink(cluster, gone):
+            raise exc
+        names = {node.name for node in gone}
+        left = len([n for n in cluster.node_list() if n.name not in names])
+        if left >= self.min_nodes:
+            self.ctx.reporter.warn(f"{exc.message.split(';')[0]}: training on with {left} node(s)")
+            self.shrunk_to = left
+            return shrink(self.ctx, cluster, self.shell, gone, self.run_dir)
+        shrink(self.ctx, cluster, self.shell, gone, self.run_dir)  # the record says what is left while it waits
+        wait_for_floor(self.ctx, lambda: launch_missing(self.ctx, cluster, self.shell), self.min_nodes, left,
+                       exc.message.split(";")[0], self.cancelled)
+        return rejoin(self.ctx, cluster, self.shell, self.run_dir, "restore the newest checkpoint to every node")
 
     def _remove_later(self, node: Node) -> None:
         """The noticed node is out of the job: terminating it (and waiting for that) is off the

@@ -68,7 +68,7 @@ class RunWatches:
         if node.is_master:
             self._hand_over(cluster)
             return
-        replacement = Replacement(run.ctx, cluster, node, self._warm, self._replacement_ready)
+        replacement = Replacement(run.ctx, cluster, node, self.warm, self._replacement_ready, self._no_replacement)
         run.replacements[event.node] = replacement.start()
 
     def _hand_over(self, cluster: ClusterRecord) -> None:
@@ -76,7 +76,7 @@ class RunWatches:
         else the ranks stop at the notice's deadline, checkpointed, and the agent ends with the master."""
         run = self.run
         if run.handover is None and cluster.storage is not None and isinstance(run.ctx.provider, AgentOnMaster):
-            run.handover = Handover(run.ctx, cluster, self._warm, self._replacement_ready).start()
+            run.handover = Handover(run.ctx, cluster, self.warm, self._replacement_ready).start()
 
     def _zones(self, parameters: float | None) -> None:
         """Nodes in more than one zone (a replacement that crossed, where the config lets it): the run's log
@@ -90,7 +90,7 @@ class RunWatches:
         if traffic is not None:
             run.note(f"{traffic.describe()}; {run.pace.spread.parameters:,} parameters, gradients in fp32")
 
-    def _warm(self, node: Node) -> None:
+    def warm(self, node: Node) -> None:
         run = self.run
         # Once the job has stopped (a notice shorter than a boot), the resumed rank builds its data itself.
         data_too = run.record.state is RunState.RUNNING
@@ -102,6 +102,19 @@ class RunWatches:
         if self.run.attempt is not None:
             self.run.note(f"{node.name} is ready to replace the noticed node; asking the ranks to stop at the next "
                           "step")
+            self.run.attempt.ask_to_stop(self.run.control)
+
+    def _no_replacement(self, why: str) -> None:
+        """The ranks stop now, checkpointed: the recovery tries once more, else trains on without the node, and
+        no step is lost to the reclaim."""
+        if self.run.attempt is not None:
+            self.run.note(f"no replacement for the noticed node ({why}); asking the ranks to stop at the next step")
+            self.run.attempt.ask_to_stop(self.run.control)
+
+    def grown(self, nodes: list[Node]) -> None:
+        if self.run.attempt is not None:
+            self.run.note(f"{', '.join(n.name for n in nodes)} ready to grow the run back; asking the ranks to stop "
+                          "at the next step")
             self.run.attempt.ask_to_stop(self.run.control)
 
     def _live(self, step: int, total: int | None) -> Live:

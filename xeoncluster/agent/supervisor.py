@@ -22,8 +22,9 @@ from xeoncluster.agent.node_watch import NodeWatch
 from xeoncluster.agent.pace import Pace
 from xeoncluster.agent.queue import Queue
 from xeoncluster.agent.record_keeper import RecordKeeper
+from xeoncluster.agent.regrowth import Regrowth, size_of
 from xeoncluster.agent.replica import Replica
-from xeoncluster.agent.run_recovery import failure, prepare_again, price_nodes, recover
+from xeoncluster.agent.run_recovery import failure, grow, prepare_again, price_nodes, recover
 from xeoncluster.agent.run_storage import RunStorage
 from xeoncluster.agent.run_turn import wait_turn
 from xeoncluster.agent.run_watches import RunWatches
@@ -114,7 +115,14 @@ class Supervisor:
                 run.request = replace(run.request, resume=True)  # on the same nodes, to the notice's deadline
                 plan = prepare_again(run, shell, plan)
                 continue
+            if run.growth is not None and run.growth.ready and outcome.last(StoppedEvent) is not None:
+                grow(run, shell, plan)
+                run.request = replace(run.request, resume=True)
+                plan = prepare_again(run, shell, plan, after_restart=False)
+                continue
             restart = recover(run, shell, plan, outcome)
+            if run.growth is not None and run.growth.ready:  # the grown nodes joined through the recovery
+                run.growth = None
             if restart is None:
                 return self.finish(RunState.FAILED, failed_exit_code(outcome), failure(run, outcome))
             run.keeper.restarted(restart)
@@ -127,12 +135,24 @@ class Supervisor:
         run.files.launch.write_text(json.dumps(plan.to_dict(), indent=2))
         run.attempt = Attempt(run.ctx, plan, run.files, watches.on_event)
         run.pace, run.stalled = Pace(), ""
-        run.keeper.running([n.name for n in plan.nodes])
+        run.keeper.running([n.name for n in plan.nodes], plan.ranks.world_size, self._ask_for_missing(plan))
         watched = list(plan.nodes) if run.interruptions_left() else []
         usage = UsageWatch(run.ctx, list(plan.nodes), plan.home, run.files, watches.on_usage, watches.check_stall,
                            scalars=UsageScalars(run.files.tensorboard))
         with NodeWatch(run.ctx, watched, watches.on_gone, run.note), usage:
             return run.attempt.run(shell)
+
+    def _ask_for_missing(self, plan: LaunchPlan) -> int:
+        """A run on fewer nodes than its cluster's size (a shrink) asks for the missing ones while it trains;
+        the cluster's size."""
+        run = self.run_now
+        cluster = run.ctx.state.load()
+        size = size_of(cluster) if cluster is not None else len(plan.nodes)
+        # A cluster short of its size for another reason is `up`'s to repair: only a run that shrank grows back.
+        shrunk = any(r.nodes_after is not None for r in run.record.restarts)
+        if run.growth is None and shrunk and len(plan.nodes) < size and cluster is not None and cluster.ready:
+            run.growth = Regrowth(run.ctx, self.watches.warm, self.watches.grown).start()
+        return size
 
     def _hand_over(self) -> bool:
         """The run goes on under the successor's agent: this one ends it nowhere (its record is the new
@@ -153,6 +173,8 @@ class Supervisor:
     # -- the end ------------------------------------------------------------------------------
     def finish(self, state: RunState, exit_code: int, error: str = "") -> int:
         run = self.run_now
+        if run.growth is not None:
+            run.growth.stop()
         self._forget_env()  # before the record says the run ended: whoever reads that finds the values gone
         run.keeper.ending()  # the cost up to the end, which metrics.json carries
         if state is RunState.SUCCEEDED:

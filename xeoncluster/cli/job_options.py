@@ -60,6 +60,7 @@ class TrainOptions(JobOptions):
     sweeps: tuple[str, ...]
     stall_minutes: float
     max_interruptions: int | None
+    min_nodes: int
     max_cost: float | None
     dry_run: bool
     nodes: int | None

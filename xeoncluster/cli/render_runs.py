@@ -99,6 +99,7 @@ def runs_table(records: list[RunRecord], cluster: str, notes: list[str], places:
     for r in records:
         step = f"{r.step}/{r.total_steps}" if r.total_steps else str(r.step)
         state = f"{r.state.value} ({ordinal(places[r.run])})" if r.run in places else r.state.value
+        state += f" ({r.shrunk})" if r.shrunk else ""
         table.add_row(*map(shown, (r.run, r.task, state, step, str(len(r.restarts)), _when(r.started_at),
                                    _duration(r.seconds), f"{r.cost_usd:.4f}")))
     console = _console()

@@ -70,6 +70,10 @@ SCRIPT_ONLY = (("--workdir", "workdir"), ("--data", "data"), ("--exclude", "excl
 @click.option("--max-interruptions", type=int, metavar="N",
               help="replace a lost node (spot notice, reclaim, a node gone without a word) and resume from the "
                    "newest checkpoint this many times; 0 fails at the first loss  [default: no bound]")
+@click.option("--min-nodes", type=click.IntRange(min=1), default=1, show_default=True,
+              help="when a lost node cannot be replaced (no capacity), the run trains on with the nodes it has, "
+                   "keeping its global batch, and grows back when capacity returns; below this many nodes it "
+                   "waits instead, checkpointed and stored, asking for capacity")
 @click.option("--max-cost", type=float, metavar="USD",
               help="stop the run once its nodes have cost this much (their $/hour times its hours), checkpointed "
                    "and stored as at the cluster's deadline; `train --run RUN --resume` continues it without a "
@@ -122,6 +126,7 @@ def _train(ctx: click.Context, options: TrainOptions, cluster: dict[str, Any]) -
                                     "storage": options.storage, "resume_from": source,
                                     "stall_minutes": options.stall_minutes,
                                     "max_interruptions": options.max_interruptions,
+                                    "min_nodes": options.min_nodes,
                                     "max_cost": options.max_cost},
                           {"data": options.data_files})
     axes = sweep.parse_axes(options.sweeps)

@@ -21,7 +21,15 @@ from xeoncluster.job.train_request import (
     TrainRequest,
 )
 from xeoncluster.node import stack_rules
-from xeoncluster.node.rank_env import STOP_FILE, XC_ENV_FILE, XC_NOTICE_POLICY, XC_NOTICES, XC_STACK, XC_STOP_FILE
+from xeoncluster.node.rank_env import (
+    STOP_FILE,
+    XC_BATCH_WORLD,
+    XC_ENV_FILE,
+    XC_NOTICE_POLICY,
+    XC_NOTICES,
+    XC_STACK,
+    XC_STOP_FILE,
+)
 from xeoncluster.node.tasks.glue_data import (
     TASKS as GLUE_TASKS,  # no torch/transformers at import: safe on the user's machine
 )
@@ -108,6 +116,7 @@ def resume_command(request: AnyRequest, cluster: str, run: str, resume: bool = T
               ("--fetch-model", request.fetch_model),
               ("--max-restarts", request.max_restarts if request.max_restarts != DEFAULT_MAX_RESTARTS else None),
               ("--max-interruptions", request.max_interruptions),
+              ("--min-nodes", request.min_nodes if request.min_nodes != 1 else None),
               ("--stall-minutes", request.stall_minutes if request.stall_minutes != DEFAULT_STALL_MINUTES else None),
               ("--storage", request.storage),
               # A resumed run gets a ceiling of its own only when one is given: the spent one is not renewed.
@@ -229,6 +238,8 @@ def launch_env(request: TrainRequest, stack: Stack, home: str, run: str, iface: 
     # (xeoncluster/node/checkpoints/interruption.py).
     env[XC_STOP_FILE] = f"{RemoteLayout(home).run_dir(run)}/{STOP_FILE}"
     env[XC_NOTICE_POLICY] = "report"
+    if request.batch_world is not None:
+        env[XC_BATCH_WORLD] = str(request.batch_world)
     if notices:
         env[XC_NOTICES] = notices
     return env

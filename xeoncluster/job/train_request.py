@@ -33,6 +33,8 @@ class TrainRequest:
     max_cost: float | None = None  # USD of node-hours the run may spend before it stops, checkpointed; None: no bound
     storage: str | None = None  # --storage: where the run is kept beyond the nodes (else the config's)
     stall_minutes: float = DEFAULT_STALL_MINUTES  # a step this long overdue (and 10x the median step) is a hang
+    min_nodes: int = 1  # a run that lost nodes it cannot replace trains on with at least this many, else waits
+    batch_world: int | None = None  # set by the agent: the world the global batch was set for (its first launch)
 
     @property
     def hub_offline(self) -> bool:

@@ -23,6 +23,7 @@ XC_WORKDIR = "XC_WORKDIR"
 XC_RESUME = "XC_RESUME"
 XC_RESUME_FROM = "XC_RESUME_FROM"
 XC_NODE_INDEX = "XC_NODE_INDEX"
+XC_BATCH_WORLD = "XC_BATCH_WORLD"
 
 STOP_FILE = "stop-request"  # in the run's folder on every node: its presence asks the ranks to stop
 
@@ -50,4 +51,6 @@ CONTRACT: tuple[Variable, ...] = (
     Variable(XC_RESUME, "'1' when the script resumes from a checkpoint", "user_script"),
     Variable(XC_RESUME_FROM, "the newest complete checkpoint in the output folder", "user_script"),
     Variable(XC_NODE_INDEX, "the pod's node index on Kubernetes", "kube/pod"),
+    Variable(XC_BATCH_WORLD, "the world size the run's global batch was set for; WORLD_SIZE differs after a "
+             "shrink or a grow-back, and the batch is per rank x accumulation x this", "train_plan"),
 )

@@ -86,7 +86,7 @@ def repair(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, dead: l
         with ctx.reporter.step("check the master reaches every node by name"):
             check_mesh(ctx, record.node_list(), shell)
     except (Exception, KeyboardInterrupt):
-        _remove_new(ctx, record, result.replaced + result.added)
+        remove_new(ctx, record, result.replaced + result.added)
         raise
     record.config["nodes"] = len(record.nodes)
     record.replaced = sorted(set(record.replaced) | set(result.replaced))
@@ -134,7 +134,7 @@ def _configure_new(ctx: CommandContext, record: ClusterRecord, shell: NodeShell,
             playbook_runner(ctx, shell).run_all(load_playbooks(), new, ctx.reporter.detail)
 
 
-def _remove_new(ctx: CommandContext, record: ClusterRecord, names: list[str]) -> None:
+def remove_new(ctx: CommandContext, record: ClusterRecord, names: list[str]) -> None:
     for node in [n for n in record.node_list() if n.name in names]:
         try:
             remove_node(ctx.provider, ctx.config, node)

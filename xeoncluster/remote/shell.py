@@ -28,6 +28,12 @@ LOGIN_RETRY_SECONDS = 1.0
 # thread; with no handler, Python's last-resort handler prints it on the user's terminal although
 # the failure reaches us as an exception where it matters (a node restarting during a bake is expected).
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
+# A node that vanishes mid-command (a reclaimed instance, a master that powered off after a handover)
+# sends no reset: without these, a read waits for the kernel's retransmissions to give up (about 15
+# minutes). An SSH keepalive every KEEPALIVE_SECONDS makes unacknowledged data, and the connection ends
+# once data stays unacknowledged for DEAD_PEER_SECONDS.
+KEEPALIVE_SECONDS = 10
+DEAD_PEER_SECONDS = 45
 
 
 @dataclass(frozen=True)
@@ -149,7 +155,7 @@ class FabricShell:
             conn.close()
 
     def _new_connection(self, node: Node) -> Connection:
-        conn = Connection(
+        conn = _WatchedConnection(
             host=node.ssh_host,
             user=self.identity.user,
             port=self.identity.port,
@@ -290,6 +296,19 @@ class FabricShell:
         except Exception as exc:  # noqa: BLE001 - any SFTP or transport failure is reported per node
             self._drop(node)
             raise _remote_error(node, exc) from None
+
+
+class _WatchedConnection(Connection):
+    """A connection that notices a peer gone without a word (KEEPALIVE_SECONDS, DEAD_PEER_SECONDS)."""
+
+    def open(self) -> object:
+        opened = super().open()
+        transport = self.client.get_transport()
+        if transport is not None:
+            transport.set_keepalive(KEEPALIVE_SECONDS)
+            if isinstance(transport.sock, socket.socket) and hasattr(socket, "TCP_USER_TIMEOUT"):
+                transport.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, DEAD_PEER_SECONDS * 1000)
+        return opened
 
 
 def port_open(host: str, port: int, timeout: float = 1.0) -> bool:

@@ -67,6 +67,7 @@ class Restart(BaseModel):
     began_at: Timestamp = 0.0  # when the agent began recovering (the job had ended); 0: not recorded
     prepare_seconds: Amount = 0.0  # after the recovery, preparing the relaunch (topology, package and data sync)
     kind: RestartKind = RestartKind.INTERRUPTION
+    nodes_after: Count | None = None  # a lost node with no replacement: the nodes the run trained on after
 
     @model_validator(mode="before")
     @classmethod
@@ -82,8 +83,27 @@ class Restart(BaseModel):
         if self.node == IN_PLACE:
             return (f"restart: {self.reason}; on the same nodes, resuming from {start}, {self.lost_steps} step(s) "
                     f"lost; the restart took {self.seconds:.0f}s")
+        if self.nodes_after is not None:
+            return (f"restart: {self.node} lost ({self.reason}); no replacement to be had: training on with "
+                    f"{self.nodes_after} node(s), resuming from {start}, {self.lost_steps} step(s) lost; recovery "
+                    f"took {self.seconds:.0f}s")
         return (f"restart: {self.node} lost ({self.reason}); replaced{took}, resuming from {start}, "
                 f"{self.lost_steps} step(s) lost; recovery took {self.seconds:.0f}s")
+
+
+class Growth(BaseModel):
+    """A shrunk run that got its nodes back (agent/regrowth.py): neither a failure nor an interruption."""
+
+    nodes: str              # the nodes that joined
+    to_nodes: Count         # the nodes the run trains on from then
+    from_step: Count | None
+    seconds: Amount         # from the ranks' stop to the relaunch being prepared
+    began_at: Timestamp = 0.0
+
+    def describe(self) -> str:
+        start = f"checkpoint-{self.from_step}" if self.from_step is not None else "the start (no checkpoint yet)"
+        return (f"grew back: {self.nodes} joined; training on {self.to_nodes} node(s), resuming from {start}; "
+                f"the change took {self.seconds:.0f}s")
 
 
 class NodeUse(BaseModel):
@@ -146,6 +166,16 @@ class RunRecord(Versioned):
     live: Live = Field(default_factory=Live)
     usage: dict[str, NodeUse] = Field(default_factory=dict)  # node name -> its use, while the run is active
     stalls: Count = 0              # restarts because the step stopped advancing (agent/stall.py)
+    size: Count | None = None      # the cluster's size, which a run trained on fewer nodes grows back to
+    batch_world: Count | None = None  # the world its first launch had: the global batch is set for it
+    growths: list[Growth] = Field(default_factory=list)
+
+    @property
+    def shrunk(self) -> str:
+        """'2/3 nodes' while the run trains on fewer nodes than its cluster's size; '' otherwise."""
+        if self.size is None or not self.nodes or len(self.nodes) >= self.size or self.state.finished:
+            return ""
+        return f"{len(self.nodes)}/{self.size} nodes"
 
     @property
     def waiting(self) -> bool:

@@ -87,6 +87,11 @@ def run(ctx: CommandContext, request: AnyRequest, how: SubmitMode, echo: Callabl
     if request.max_cost is not None:
         require_prices(ctx.provider, "--max-cost")
     record = ctx.require_up()
+    size = int(record.config.get("nodes", len(record.nodes)))
+    if request.min_nodes > size:
+        raise ConfigError(f"--min-nodes {request.min_nodes} is more than cluster {record.name}'s {size} node(s)",
+                          hint=f"give --min-nodes {size} or less, or grow the cluster: xeoncluster up --name "
+                               f"{record.name} --nodes {request.min_nodes}")
     shell = ctx.shell()
     try:
         host = client.host_for(ctx, shell, record)

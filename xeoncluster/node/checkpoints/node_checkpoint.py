@@ -62,3 +62,18 @@ def gather_rng_states(args: Any, own: bytes | None) -> dict[int, bytes | None]:
     gathered: list[Any] = [None] * args.world_size
     dist.all_gather_object(gathered, (args.process_index, own))
     return dict(gathered)
+
+
+def rng_state_for_world(checkpoint: Path, rank: int, world_size: int) -> Path | None:
+    """The RNG state the Trainer looks for in `checkpoint` on this rank, from what the checkpoint holds when
+    it was saved by another world (a shrunk or regrown run): rng_state.pth for one rank, rng_state_RANK.pth
+    for several. Rank 0 carries on rank 0's state; another rank with none of its own starts its own stream
+    (the Trainer says so). Returns the file written, if one was."""
+    single, own = checkpoint / "rng_state.pth", checkpoint / f"rng_state_{rank}.pth"
+    wanted, source = (single, checkpoint / "rng_state_0.pth") if world_size <= 1 else (own, single)
+    if wanted.exists() or not source.exists() or (world_size > 1 and rank != 0):
+        return None
+    staging = checkpoint / f".{wanted.name}.partial"
+    staging.write_bytes(source.read_bytes())
+    staging.rename(wanted)
+    return wanted

@@ -238,6 +238,12 @@ def _resume_point(config: RunConfig, info: distributed.DistInfo) -> tuple[Any, i
     checkpoint = agreed_checkpoint(config.output_dir) if config.resume else None
     if config.resume:
         _say(info, f"resuming from {checkpoint}" if checkpoint else "no checkpoint to resume; starting fresh")
+    if checkpoint:
+        from pathlib import Path
+
+        from xeoncluster.node.checkpoints.node_checkpoint import rng_state_for_world
+
+        rng_state_for_world(Path(checkpoint), info.rank, info.world_size)  # saved by another world, maybe
     return checkpoint, checkpoint_step(checkpoint) if checkpoint else None
 
 

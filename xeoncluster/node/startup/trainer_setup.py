@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
 from xeoncluster.node.events.trackers import add_tensorboard, tensorboard_available
+from xeoncluster.node.startup.elastic_batch import elastic_settings
 from xeoncluster.node.startup.errors import TrainingError
 from xeoncluster.node.startup.run_config import RunConfig
 from xeoncluster.node.startup.stack_check import StackPlan
@@ -54,10 +56,15 @@ def training_arguments(config: RunConfig, plan: StackPlan, precision: str, has_e
     if config.async_save is not None:
         settings["async_save"] = config.async_save
     settings.update(config.trainer_overrides)  # explicit pass-through options win
+    # ...over the world the run now has: a shrunk or regrown run keeps the global batch it started with.
+    elastic, reshaped = elastic_settings(settings, os.environ)
+    settings.update(elastic)
     try:
         args = RunTrainingArguments(**settings)
     except (ValueError, TypeError) as exc:
         raise TrainingError(f"invalid trainer arguments: {exc}") from exc
+    if reshaped and args.process_index == 0:
+        print(f"training: {reshaped}", file=sys.stderr, flush=True)
     _check_async_save(args, plan)
     return args
 

@@ -40,6 +40,11 @@ if TYPE_CHECKING:
 REQUIRED_TOOLS = ("ip", "unshare", "nsenter", "ssh-keygen", "tar", "nft")
 
 
+# This machine's stand-in for a cloud with no spot capacity left: while the cluster's folder holds this
+# file, launches fail as an empty zone's do. It rehearses a run that trains on with fewer nodes.
+NO_CAPACITY = "no-capacity"
+
+
 class LocalProvider(Provider, ReadsHostKeys, RemovesNodes, PlansResources):
     name = "local"
     shares_host = True
@@ -130,6 +135,10 @@ class LocalProvider(Provider, ReadsHostKeys, RemovesNodes, PlansResources):
 
     def launch(self, request: LaunchRequest) -> list[Node]:
         cluster, count, image, first_index = request.cluster, request.count, request.image, request.first_index
+        if (self.cluster_dir(cluster.name) / NO_CAPACITY).exists():
+            raise ProviderError(f"no capacity for {count} more node(s) of cluster {cluster.name}: "
+                                f"{self.cluster_dir(cluster.name) / NO_CAPACITY} says so",
+                                hint="remove that file to let nodes launch again")
         names = [f"node{first_index + i}" for i in range(count)]
         with self._host_lock():
             ips = net.allocate_ips(cluster.section(LocalSettings).subnet, count)
