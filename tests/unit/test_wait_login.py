@@ -46,7 +46,7 @@ def sshd(tmp_path: Path) -> Iterator[Sshd]:
     config = tmp_path / "sshd_config"
     config.write_text(f"ListenAddress 127.0.0.1\nPort {port}\nHostKey {tmp_path / 'host'}\nPidFile {tmp_path / 'pid'}\n"
                       f"AuthorizedKeysFile {authorized}\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n"
-                      "PermitRootLogin prohibit-password\nLogLevel QUIET\n")
+                      "PermitRootLogin prohibit-password\nLogLevel QUIET\nSubsystem sftp internal-sftp\n")
     Path("/run/sshd").mkdir(exist_ok=True)
     daemon = subprocess.Popen([SSHD, "-D", "-f", str(config)])
     host_key = " ".join((tmp_path / "host.pub").read_text().split()[:2])
@@ -94,3 +94,40 @@ def test_paramiko_s_own_log_lines_stay_off_the_terminal() -> None:
             "logging.getLogger('paramiko.transport').error('Socket exception: Connection reset by peer (104)')")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "Socket exception" not in result.stderr
+
+
+def test_two_threads_moving_files_over_one_shell_both_finish(sshd: Sshd, tmp_path: Path) -> None:
+    """A run's storage fetches a checkpoint while its loop rewrites the master's files, over one shell:
+    paramiko's SFTP session is not for two threads at once (they took each other's replies and hung)."""
+    from xeoncluster.remote.shell import RemoteFile
+
+    sshd.authorized.write_text((tmp_path / "user.pub").read_text())
+    big = tmp_path / "checkpoint.bin"
+    big.write_bytes(os.urandom(8 << 20))
+    shell = FabricShell(sshd.identity)
+    errors: list[BaseException] = []
+
+    def fetch() -> None:
+        try:
+            for n in range(4):
+                shell.get(sshd.node, str(big), tmp_path / f"fetched-{n}")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def write() -> None:
+        try:
+            for n in range(40):
+                shell.put_files(sshd.node, [RemoteFile(str(tmp_path / f"hosts-{n}"), "node0\n" * 50, 0o644)])
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=fetch, daemon=True), threading.Thread(target=write, daemon=True)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert not any(t.is_alive() for t in threads) and errors == []
+        assert (tmp_path / "fetched-3").read_bytes() == big.read_bytes() and (tmp_path / "hosts-39").exists()
+    finally:
+        shell.close()

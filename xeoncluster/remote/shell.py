@@ -127,6 +127,10 @@ class FabricShell:
         self.identity = identity
         self._conns: dict[tuple[str, str], Connection] = {}
         self._lock = threading.Lock()
+        # One SFTP session per connection, and paramiko's is not thread-safe: two threads' requests on it
+        # (the run's storage fetching a checkpoint while the loop rewrites the master's files) read each
+        # other's replies and both wait for ever.
+        self._sftp_locks: dict[tuple[str, str], threading.Lock] = {}
 
     def close(self) -> None:
         with self._lock:
@@ -147,6 +151,10 @@ class FabricShell:
             if conn is None:
                 conn = self._conns[key] = self._new_connection(node)
         return conn
+
+    def _sftp(self, node: Node) -> threading.Lock:
+        with self._lock:
+            return self._sftp_locks.setdefault((node.name, node.ssh_host), threading.Lock())
 
     def _drop(self, node: Node) -> None:
         with self._lock:
@@ -269,11 +277,12 @@ class FabricShell:
         """All files over one SFTP session: a handshake per file would dominate small clusters."""
         conn = self.connection(node)
         try:
-            sftp = conn.sftp()
-            for item in files:
-                with sftp.open(item.path, "w") as handle:
-                    handle.chmod(item.mode)
-                    handle.write(item.text.encode())
+            with self._sftp(node):
+                sftp = conn.sftp()
+                for item in files:
+                    with sftp.open(item.path, "w") as handle:
+                        handle.chmod(item.mode)
+                        handle.write(item.text.encode())
         except Exception as exc:  # noqa: BLE001 - any SFTP or transport failure is reported per node
             self._drop(node)
             raise _remote_error(node, exc) from None
@@ -281,7 +290,8 @@ class FabricShell:
     def put(self, node: Node, local: Path, remote_path: str) -> None:
         conn = self.connection(node)
         try:
-            conn.put(str(local), remote_path)
+            with self._sftp(node):
+                conn.put(str(local), remote_path)
         except Exception as exc:  # noqa: BLE001 - any SFTP or transport failure is reported per node
             self._drop(node)
             raise _remote_error(node, exc) from None
@@ -290,7 +300,8 @@ class FabricShell:
         conn = self.connection(node)
         try:
             local.parent.mkdir(parents=True, exist_ok=True)
-            conn.get(remote_path, str(local))
+            with self._sftp(node):
+                conn.get(remote_path, str(local))
         except FileNotFoundError:
             raise RemoteError(f"{node.name}: {remote_path} does not exist") from None
         except Exception as exc:  # noqa: BLE001 - any SFTP or transport failure is reported per node
