@@ -1,7 +1,7 @@
 """Issue 37 on real local nodes: a run that loses a node it cannot replace (the local provider's capacity
 fault) trains on with the node it has, with the same global batch, and grows back once capacity returns.
-Its loss curve stays as close to an uninterrupted run's, at the same steps, as that run's is to the same
-run with another seed (the demo's noise). And a node that vanishes
+Its loss curve stays within the noise of an uninterrupted run's at the same steps: the distance another
+seed puts between two uninterrupted runs. And a node that vanishes
 without a word ends a command there within a minute."""
 from __future__ import annotations
 
@@ -83,7 +83,10 @@ def test_a_run_without_capacity_for_a_lost_node_trains_on_and_grows_back(local_e
         assert len(shared) >= 10, (whole, elastic)
         noise = statistics.mean(abs(reseeded[s] - whole[s]) for s in shared)
         apart = [abs(elastic[s] - whole[s]) for s in shared]
-        assert statistics.mean(apart) <= noise, (noise, list(zip(shared, apart, strict=True)))
+        # A shrink that costs the curve nothing moves it as far as another seed does, no less: with one seed to
+        # measure by, half the time it would be a little farther. Twice that seed's distance is the band; the
+        # curve with the evaluation before training (see TRAIN) was five times out.
+        assert statistics.mean(apart) <= 2 * noise, (noise, list(zip(shared, apart, strict=True)))
     finally:
         no_capacity.unlink(missing_ok=True)
         local_env.cli("down", "--name", name, "--force")
