@@ -17,7 +17,7 @@ from tests.e2e.conftest import LocalEnv, leftovers
 from tests.e2e.test_recovery import lose_node, wait_for_end
 from xeoncluster.providers.local.provider import NO_CAPACITY
 
-STEPS = 800
+STEPS = 400
 SAVE_STEPS = 40
 # Without the demo's evaluation before training: on two ranks it sends the run down another curve than
 # the same run without it (noted in issue 37's note), which a comparison across worlds would take for the

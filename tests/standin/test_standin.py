@@ -23,6 +23,7 @@ import yaml
 from botocore.exceptions import ClientError
 
 from xeoncluster.providers.aws.console import parse_host_keys
+from xeoncluster.standin import cgroups
 from xeoncluster.standin.containers import mounts_under
 
 from .conftest import REPO, SCRIPT
@@ -154,6 +155,7 @@ def assert_container_gone(standin: Any, instance_id: str) -> None:
     assert mounts_under(disk) == []
     nspawn = subprocess.run(["pgrep", "-a", "systemd-nspawn"], capture_output=True, text=True).stdout
     assert instance_id not in nspawn
+    assert cgroups.leftovers([instance_id]) == []
 
 
 @pytest.fixture(scope="module")
@@ -328,12 +330,23 @@ def _image_not_found_right_after_create_image(standin: Any, node: Node) -> None:
     client.deregister_image(ImageId=image_id)
 
 
-def test_shutdown_from_inside_follows_the_shutdown_behaviour(standin: Any, key_pair: Any) -> None:
+def test_shutdown_from_inside_follows_the_shutdown_behaviour_and_spares_the_other_instances(
+        standin: Any, key_pair: Any, node: Node) -> None:
+    """An instance that shuts down stops its own users' sessions, never those of the same user on
+    another instance (containers that shared one cgroup tree did: a worker's rank died with the old
+    master)."""
+    other = node.ssh("nohup sleep 907.25 >/dev/null 2>&1 & echo $!").strip()
+    [host_pid] = subprocess.run(["pgrep", "-f", "^sleep 907.25$"], capture_output=True, text=True).stdout.split()
+    # Same user, same session number, one shared tree: a scope one instance's systemd stops would be the
+    # other's too. Each instance's tree is its own.
+    assert f"/{cgroups.GROUP}/{node.id}/" in Path(f"/proc/{host_pid}/cgroup").read_text()
     inside = launch(key_pair, public=False)  # launched with InstanceInitiatedShutdownBehavior=terminate
     inside.ssh("sudo systemctl poweroff --no-block", check=False)
     ec2().get_waiter("instance_terminated").wait(InstanceIds=[inside.id], WaiterConfig={"Delay": 1, "MaxAttempts": 60})
     assert describe(inside.id)["StateReason"]["Code"] == "Client.InstanceInitiatedShutdown"
     assert_container_gone(standin, inside.id)
+    assert node.ssh(f"kill -0 {other} && echo alive", check=False).strip() == "alive"
+    node.ssh(f"kill {other}")
 
 
 # -- 7. terminate and stop -------------------------------------------------------------------------

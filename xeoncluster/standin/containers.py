@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from xeoncluster.standin import cgroups
+
 CONSOLE_TAIL = 64 * 1024  # EC2 returns the most recent 64 KiB of console output
 
 
@@ -52,10 +54,10 @@ class Container:
         """Start systemd-nspawn (in the caller's network namespace, where `bridge` is)."""
         with open(self.console, "ab") as console:
             # read-only: nspawn copies the container's /dev/console to its stdout without a tty.
-            self.process = subprocess.Popen(
-                ["systemd-nspawn", "-b", "--keep-unit", "--register=no", f"--network-bridge={bridge}",
-                 # The seed's resolv.conf (the VPC resolver) stays; nspawn would copy the host's.
-                 "--resolv-conf=off", "--console=read-only", "-D", str(self.merged), "--machine", self.name],
+            self.process = subprocess.Popen(cgroups.entering(self.name, [
+                "systemd-nspawn", "-b", "--keep-unit", "--register=no", f"--network-bridge={bridge}",
+                # The seed's resolv.conf (the VPC resolver) stays; nspawn would copy the host's.
+                "--resolv-conf=off", "--console=read-only", "-D", str(self.merged), "--machine", self.name]),
                 stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, start_new_session=True)
         self.pid_file.write_text(str(self.process.pid))
         return self.process.pid
@@ -91,6 +93,7 @@ class Container:
         elif self.pid_file.exists():
             stop_process(int(self.pid_file.read_text()), timeout, None)
         self.pid_file.unlink(missing_ok=True)
+        cgroups.remove(self.name)
 
     def unmount(self) -> None:
         unmount(self.merged)

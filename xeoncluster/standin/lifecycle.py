@@ -13,7 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from xeoncluster.standin import control
+from xeoncluster.standin import cgroups, control
 from xeoncluster.standin.clusterconfig import write_config
 from xeoncluster.standin.containers import mounts_under, remove_tree, stop_process, unmount
 from xeoncluster.standin.daemon import MIRROR_PORT, Plan, plan_file
@@ -117,12 +117,20 @@ def stop(paths: Paths, log: Callable[[str], None] = print) -> None:
         _stop_daemon(paths, state)
     for pid_file in paths.instances.glob("*/nspawn.pid"):
         stop_process(int(pid_file.read_text() or 0), 20.0, None)
+    instances = _instance_names(paths)
+    for name in instances:
+        cgroups.remove(name)
     for point in sorted(mounts_under(paths.lib), reverse=True):
         unmount(Path(point))
     remove_tree(paths.lib)
     network(paths).destroy()
     shutil.rmtree(paths.run, ignore_errors=True)
-    log("stand-in stopped; nothing left" if not _leftovers(paths) else f"left over: {_leftovers(paths)}")
+    left = _leftovers(paths) + [f"cgroup {group}" for group in cgroups.leftovers(instances)]
+    log("stand-in stopped; nothing left" if not left else f"left over: {left}")
+
+
+def _instance_names(paths: Paths) -> list[str]:
+    return [d.name for d in paths.instances.iterdir() if d.is_dir()] if paths.instances.is_dir() else []
 
 
 def _stop_daemon(paths: Paths, state: dict[str, Any]) -> None:
