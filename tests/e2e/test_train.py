@@ -92,18 +92,22 @@ def test_dead_node_is_named(local_env: LocalEnv, warm_image: str) -> None:
         local_env.ok("down", "--name", name)
 
 
-def rank_processes(rank: int) -> list[int]:
-    """Python ranks with this PMI_RANK. Namespace nodes share the host's PID space, so a pkill on a
-    node would also hit the test's own processes; reading environ finds exactly the rank."""
+def rank_processes(cluster: str, node: str, rank: int) -> list[int]:
+    """Python ranks with this PMI_RANK on one node. Namespace nodes share the host's PID space, so a pkill
+    on a node would also hit the test's own processes; reading environ finds exactly the rank. Only the
+    node's namespace is searched: the whole /proc also holds the stand-in's containers, whose rank 1 this
+    once killed while another test ran there."""
+    listed = subprocess.run(["ip", "netns", "pids", f"xc-{cluster}-{node}"], capture_output=True, text=True)
     found = []
-    for proc in Path("/proc").iterdir():
+    for pid in listed.stdout.split():
+        proc = Path("/proc") / pid
         try:
             cmdline = (proc / "cmdline").read_bytes().split(b"\0")
             environ = (proc / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
         if b"xeoncluster.node" in cmdline and b"-m" in cmdline and f"PMI_RANK={rank}".encode() in environ:
-            found.append(int(proc.name))
+            found.append(int(pid))
     return found
 
 
@@ -118,7 +122,7 @@ def test_failed_rank_is_named(local_env: LocalEnv, cluster2: str) -> None:
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not (log.exists() and "[0] step " in log.read_text()):
         time.sleep(0.5)
-    victims = rank_processes(rank=1)
+    victims = rank_processes(cluster2, "node1", rank=1)
     assert victims, "rank 1 is not running"
     for pid in victims:
         os.kill(pid, signal.SIGKILL)
@@ -144,7 +148,7 @@ def test_resume_across_nodes_continues_from_the_checkpoint(local_env: LocalEnv, 
     while time.monotonic() < deadline and not all(p.exists() for p in checkpoints) and proc.poll() is None:
         time.sleep(0.2)
     assert all(p.exists() for p in checkpoints), "each node must hold its own checkpoint"
-    for pid in rank_processes(rank=1):
+    for pid in rank_processes(cluster2, "node1", rank=1):
         os.kill(pid, signal.SIGKILL)
     proc.communicate(timeout=300)
     assert proc.returncode != 0

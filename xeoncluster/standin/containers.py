@@ -93,6 +93,7 @@ class Container:
         elif self.pid_file.exists():
             stop_process(int(self.pid_file.read_text()), timeout, None)
         self.pid_file.unlink(missing_ok=True)
+        cgroups.kill(self.name)
         cgroups.remove(self.name)
 
     def unmount(self) -> None:

@@ -119,6 +119,7 @@ def stop(paths: Paths, log: Callable[[str], None] = print) -> None:
         stop_process(int(pid_file.read_text() or 0), 20.0, None)
     instances = _instance_names(paths)
     for name in instances:
+        cgroups.kill(name)
         cgroups.remove(name)
     for point in sorted(mounts_under(paths.lib), reverse=True):
         unmount(Path(point))
