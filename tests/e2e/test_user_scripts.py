@@ -1,6 +1,7 @@
 """Users' own scripts on a real 2-node local cluster, world size 2, as a new user runs them: the three
 kinds in examples/ (plain torch DDP, HF Trainer, accelerate) run unchanged and their output comes back;
-a Trainer script survives a node that gives notice with 0 steps lost; bad input is one line, exit 2; a --data
+a Trainer script survives a node that gives notice with 0 steps lost, and trains on alone when a lost node
+cannot be replaced; bad input is one line, exit 2; a --data
 file named like shell code stays a name, --env values leave the cluster with their run, and a workdir's
 secret-looking files stay on this machine unless named, and what a script prints reaches the terminal
 inert."""
@@ -15,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import LocalEnv
-from tests.e2e.test_recovery import wait_for_end
+from tests.e2e.test_recovery import lose_node, wait_for_end
 from xeoncluster.job.workdir import scan
+from xeoncluster.providers.local.provider import NO_CAPACITY
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -90,6 +92,39 @@ def test_a_trainer_script_survives_a_noticed_node_with_no_step_lost(local_env: L
     assert restart["lost_steps"] == 0 and restart["from_step"] == metrics["resumed_from_step"] > 0, metrics
     assert metrics["global_steps"] == 400 and metrics["world_size"] == 2
     assert "training: resuming from" in log.read_text()
+
+
+def test_a_trainer_script_trains_on_alone_when_its_lost_node_cannot_be_replaced(local_env: LocalEnv,
+                                                                                cluster: str) -> None:
+    """Issue 37 for scripts: node1 vanishes while no node can be launched. The script is launched again on
+    the node left, with WORLD_SIZE 1 and XC_BATCH_WORLD 2 (docs/scripts.md, Fewer nodes), resumes from its
+    checkpoint and succeeds. `up` brings the cluster back to its 2 nodes afterwards."""
+    no_capacity = local_env.root / "clusters" / cluster / NO_CAPACITY
+    local_env.ok("train", str(EXAMPLES / "hf_trainer.py"), "--name", cluster, "--run", "shrunk", "--detach", "--",
+                 "--output_dir", "{output}", "--max_steps", "200", "--save_steps", "20", "--logging_steps", "20")
+    log = local_env.home / "clusters" / cluster / "runs" / "shrunk" / "train.log"
+    events = log.parent / "events.jsonl"
+    deadline = time.monotonic() + 300
+    while '"kind": "checkpoint"' not in (events.read_text() if events.exists() else ""):
+        assert time.monotonic() < deadline, "the run never stored a checkpoint"
+        time.sleep(0.5)
+    no_capacity.touch()
+    try:
+        lose_node(cluster, "node1")
+        record = wait_for_end(local_env, cluster, "shrunk")
+    finally:
+        no_capacity.unlink(missing_ok=True)
+    text = log.read_text()
+    assert record["state"] == "succeeded", (record, text[-3000:])
+    relaunch = text.split("training on with 1 node")[-1]
+    assert relaunch != text and "XC_BATCH_WORLD 2" in relaunch and "-n 1 " in relaunch, text[-3000:]
+    assert "training: resuming from" in relaunch, relaunch[-3000:]
+    local_env.ok("logs", "shrunk", "--name", cluster)  # a detached run's results come back with its log
+    metrics = json.loads((results(local_env, cluster, "shrunk") / "metrics.json").read_text())
+    [restart] = metrics["restarts"]
+    assert restart["nodes_after"] == 1 and metrics["global_steps"] == 200, metrics
+    local_env.ok("up", "--name", cluster)
+    assert [n["name"] for n in local_env.state(cluster)["nodes"]] == ["node0", "node1"]
 
 
 def test_a_module_with_its_requirements_installed_once(local_env: LocalEnv, cluster: str, tmp_path: Path) -> None:
