@@ -101,7 +101,7 @@ def test_a_trainer_script_trains_on_alone_when_its_lost_node_cannot_be_replaced(
     checkpoint and succeeds. `up` brings the cluster back to its 2 nodes afterwards."""
     no_capacity = local_env.root / "clusters" / cluster / NO_CAPACITY
     local_env.ok("train", str(EXAMPLES / "hf_trainer.py"), "--name", cluster, "--run", "shrunk", "--detach", "--",
-                 "--output_dir", "{output}", "--max_steps", "200", "--save_steps", "20", "--logging_steps", "20")
+                 "--output_dir", "{output}", "--max_steps", "1000", "--save_steps", "20", "--logging_steps", "20")
     log = local_env.home / "clusters" / cluster / "runs" / "shrunk" / "train.log"
     events = log.parent / "events.jsonl"
     deadline = time.monotonic() + 300
@@ -122,7 +122,7 @@ def test_a_trainer_script_trains_on_alone_when_its_lost_node_cannot_be_replaced(
     local_env.ok("logs", "shrunk", "--name", cluster)  # a detached run's results come back with its log
     metrics = json.loads((results(local_env, cluster, "shrunk") / "metrics.json").read_text())
     [restart] = metrics["restarts"]
-    assert restart["nodes_after"] == 1 and metrics["global_steps"] == 200, metrics
+    assert restart["nodes_after"] == 1 and metrics["global_steps"] == 1000, metrics
     local_env.ok("up", "--name", cluster)
     assert [n["name"] for n in local_env.state(cluster)["nodes"]] == ["node0", "node1"]
 
