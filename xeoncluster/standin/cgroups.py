@@ -2,9 +2,9 @@
 
 `systemd-nspawn --keep-unit` puts its container in `payload` under the caller's cgroup. Every
 container the daemon starts would share that one tree, and each container's systemd manages it as
-its own: when one instance shuts down, its systemd kills `user.slice/user-1000.slice` (through
-cgroup.kill, which sees no namespace), and with it the ssh sessions of the same user on every other
-instance. On EC2 an instance that goes away never touches another's processes."""
+its own: every instance's sshd children sat in one `system.slice/ssh.service`, and a run agent's
+transient unit had the same path on an old and a new master, so one instance stopping a unit could
+reach another's processes. On EC2 an instance that goes away never touches another's."""
 from __future__ import annotations
 
 import contextlib
