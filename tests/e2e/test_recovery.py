@@ -16,9 +16,12 @@ STEPS = 400
 
 
 def lose_node(cluster: str, node: str) -> None:
-    """What losing a machine looks like here: its namespace and every process in it disappear."""
+    """What losing a machine looks like here: its namespace and every process in it disappear. A node that
+    is not there is the test's mistake (a replacement took another name), not a loss that went unnoticed."""
     ns = f"xc-{cluster}-{node}"
-    pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout.split()
+    listed = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
+    assert listed.returncode == 0, f"no node {node} in {cluster} to lose: {listed.stderr.strip()}"
+    pids = listed.stdout.split()
     subprocess.run(["kill", "-9", *pids], capture_output=True)
     subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 

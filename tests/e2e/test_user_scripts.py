@@ -96,7 +96,7 @@ def test_a_trainer_script_survives_a_noticed_node_with_no_step_lost(local_env: L
 
 def test_a_trainer_script_trains_on_alone_when_its_lost_node_cannot_be_replaced(local_env: LocalEnv,
                                                                                 cluster: str) -> None:
-    """Issue 37 for scripts: node1 vanishes while no node can be launched. The script is launched again on
+    """Issue 37 for scripts: the worker vanishes while no node can be launched. The script is launched again on
     the node left, with WORLD_SIZE 1 and XC_BATCH_WORLD 2 (docs/scripts.md, Fewer nodes), resumes from its
     checkpoint and succeeds. `up` brings the cluster back to its 2 nodes afterwards."""
     no_capacity = local_env.root / "clusters" / cluster / NO_CAPACITY
@@ -108,9 +108,10 @@ def test_a_trainer_script_trains_on_alone_when_its_lost_node_cannot_be_replaced(
     while '"kind": "checkpoint"' not in (events.read_text() if events.exists() else ""):
         assert time.monotonic() < deadline, "the run never stored a checkpoint"
         time.sleep(0.5)
+    [worker] = [n["name"] for n in local_env.state(cluster)["nodes"] if n["role"] != "master"]
     no_capacity.touch()
     try:
-        lose_node(cluster, "node1")
+        lose_node(cluster, worker)  # not always node1: the noticed node's replacement came in beside it
         record = wait_for_end(local_env, cluster, "shrunk")
     finally:
         no_capacity.unlink(missing_ok=True)
@@ -124,7 +125,8 @@ def test_a_trainer_script_trains_on_alone_when_its_lost_node_cannot_be_replaced(
     [restart] = metrics["restarts"]
     assert restart["nodes_after"] == 1 and metrics["global_steps"] == 1000, metrics
     local_env.ok("up", "--name", cluster)
-    assert [n["name"] for n in local_env.state(cluster)["nodes"]] == ["node0", "node1"]
+    names = [n["name"] for n in local_env.state(cluster)["nodes"]]
+    assert len(names) == 2 and names[0] == "node0", names
 
 
 def test_a_module_with_its_requirements_installed_once(local_env: LocalEnv, cluster: str, tmp_path: Path) -> None:

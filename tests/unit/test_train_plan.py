@@ -8,13 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from xeoncluster.agent.failure import failure_line
+from xeoncluster.agent.attempt import Outcome
+from xeoncluster.agent.failure import failure_line, outcome_line
 from xeoncluster.cli import main
 from xeoncluster.core.errors import ConfigError
 from xeoncluster.core.stacks import check_stack, get_stack
 from xeoncluster.job.train_plan import check_request, dry_run_plan, env_file_text, parse_env, requested_backend
 from xeoncluster.job.train_request import TaskRequest
+from xeoncluster.node.events.events import FailedEvent
 from xeoncluster.providers.aws.provider import AwsProvider
+from xeoncluster.providers.base import Node
 from xeoncluster.topology import CpuTopology
 
 
@@ -113,6 +116,22 @@ def test_failure_lines_name_rank_and_node() -> None:
     own = "[1] training: model 'x' is not available offline (HF_HUB_OFFLINE=1); pass a local directory\n"
     assert failure_line(own, 2).startswith("rank 1: training: model 'x' is not available offline")
     assert failure_line("nothing useful\n", 3) == "training failed with exit code 3"
+
+
+def test_a_rank_that_lost_its_peer_is_a_witness_and_the_killed_rank_is_named(tmp_path: Path) -> None:
+    """CI saw rank 1 SIGKILLed and the run blamed rank 0, whose gloo read failed a moment later."""
+    log = tmp_path / "train.log"
+    log.write_text("[0] step 20/400\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n"
+                   "=   RANK 1 PID 4242 RUNNING AT node1\n=   KILLED BY SIGNAL: 9 (Killed)\n")
+    witness = FailedEvent(rank=0, node="10.0.0.1", reason="RuntimeError: [gloo/transport/tcp/pair.cc:537] Read error "
+                                                          "[10.0.0.2]:2270: Connection reset by peer.")
+    nodes = [Node(f"node{i}", f"n{i}", f"10.0.0.{i + 1}", "", "worker", "local") for i in range(2)]
+    assert outcome_line(Outcome(1, events=[witness]), nodes, log) == \
+        "training failed: rank 1 on node1 was killed by signal 9 (Killed)"
+    cause = FailedEvent(rank=0, node="10.0.0.1", reason="ValueError: bad label")
+    assert outcome_line(Outcome(1, events=[cause]), nodes, log) == "rank 0 on node0 failed: ValueError: bad label"
+    both = "=   RANK 0 PID 1 RUNNING AT node0\n=   EXIT STATUS: 1\n" + log.read_text()
+    assert failure_line(both, 1) == "training failed: rank 1 on node1 was killed by signal 9 (Killed)"
 
 
 def test_parse_env() -> None:

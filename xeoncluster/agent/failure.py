@@ -9,6 +9,13 @@ from xeoncluster.agent.attempt import Outcome
 from xeoncluster.node.events.events import EXIT_STOPPED, FailedEvent, StoppedEvent
 from xeoncluster.providers.base import Node
 
+# What a rank raises when another rank vanished under it (gloo, oneCCL, the OS): the rank that reports it is
+# a witness, not the cause.
+PEER_LOST = re.compile(r"Connection (?:reset|closed) by peer|Broken pipe|Connection refused|peer.*(?:lost|closed)",
+                       re.I)
+EXITED = re.compile(r"RANK (\d+) PID \d+ RUNNING AT (\S+)\s*\n=?\s*EXIT (?:STATUS|CODE): (\d+)")
+KILLED = re.compile(r"RANK (\d+) PID \d+ RUNNING AT (\S+)\s*\n=?\s*KILLED BY SIGNAL: (\d+)(?: \((\w+)\))?")
+
 
 def failure_line(log_text: str, exit_code: int) -> str:
     """Name the rank and node that failed, from what Intel MPI / Python printed."""
@@ -16,14 +23,12 @@ def failure_line(log_text: str, exit_code: int) -> str:
     if own:
         rank, message = own[0]
         return f"rank {rank}: {message}"
-    bad = re.search(r"RANK (\d+) PID \d+ RUNNING AT (\S+)\s*\n=?\s*(KILLED BY SIGNAL: (\d+)(?: \((\w+)\))?|"
-                    r"EXIT (?:STATUS|CODE): (\d+))", log_text)
-    if bad:
-        rank, node = bad.group(1), bad.group(2)
-        if bad.group(4):
-            name = f" ({bad.group(5)})" if bad.group(5) else ""
-            return f"training failed: rank {rank} on {node} was killed by signal {bad.group(4)}{name}"
-        return f"training failed: rank {rank} on {node} exited with code {bad.group(6)}"
+    killed = killed_rank(log_text)
+    if killed is not None:
+        return killed
+    exited = EXITED.search(log_text)
+    if exited:
+        return f"training failed: rank {exited.group(1)} on {exited.group(2)} exited with code {exited.group(3)}"
     lost = re.search(r"(?:ssh: connect to host|Could not resolve hostname|connection to) (\S+)", log_text)
     if lost:
         return f"training failed: cannot reach node {lost.group(1).rstrip(':')} from the master"
@@ -33,9 +38,23 @@ def failure_line(log_text: str, exit_code: int) -> str:
     return f"training failed with exit code {exit_code}"
 
 
+def killed_rank(log_text: str) -> str | None:
+    """Hydra's report of a rank ended by a signal. It comes before a rank that exited with an error: a
+    killed rank takes its peers down with it, not the other way round."""
+    killed = KILLED.search(log_text)
+    if killed is None:
+        return None
+    name = f" ({killed.group(4)})" if killed.group(4) else ""
+    return f"training failed: rank {killed.group(1)} on {killed.group(2)} was killed by signal {killed.group(3)}{name}"
+
+
 def outcome_line(outcome: Outcome, nodes: list[Node], log: Path) -> str:
     """Why a launch failed: a rank's own report, a lost master, a stop that was not recovered, or the log."""
     failed = outcome.last(FailedEvent)
+    if failed is not None and PEER_LOST.search(failed.reason):
+        killed = killed_rank(log.read_text(errors="replace"))
+        if killed is not None:
+            return killed
     if failed is not None:
         node = next((n.name for n in nodes if n.private_ip == failed.node), failed.node)
         lines = " | ".join(failed.lines[-3:]) if failed.lines and failed.lines[-1] != failed.reason else ""

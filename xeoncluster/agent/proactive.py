@@ -76,6 +76,7 @@ def swap_in(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, old: N
     record.set_nodes([n for n in record.node_list() if n.name != old.name])
     record.replaced = sorted(set(record.replaced) | {new.name})
     ctx.state.save(record)
+    ctx.state.forget_host(old.name)
     remove(old)
     nodes = record.node_list()
     with ctx.reporter.step(f"swap {old.name} for {new.name}"):

@@ -26,16 +26,17 @@ def add_nodes(ctx: CommandContext, record: ClusterRecord, nodes: list[Node], she
     record.add_resources("nodes", [n.id for n in nodes])
     ctx.state.save(record)
     shell.wait_ready(nodes, ctx.config.ssh.timeout)
-    pin_host_keys(ctx, record.node_list(), shell)
+    pin_host_keys(ctx, record.node_list(), shell, new={n.name for n in nodes})
     shell.wait_login(nodes, ctx.config.ssh.timeout, ctx.reporter.detail)
 
 
-def pin_host_keys(ctx: CommandContext, nodes: list[Node], shell: NodeShell) -> None:
-    """Pin each node's host key: out of band where the provider knows it, else trust on first use."""
+def pin_host_keys(ctx: CommandContext, nodes: list[Node], shell: NodeShell, new: set[str]) -> None:
+    """Pin each node's host key: out of band where the provider knows it, else trust on first use. A `new`
+    node's name may have been another machine's (a replaced or lost node's), whose pin says nothing of it."""
     known = read_known(ctx.state)
     entries = []
     for node in nodes:
-        key = known.get(node.name)
+        key = None if node.name in new else known.get(node.name)
         if key is None:
             offered = host_keys(ctx.provider, node)
             key = preferred_key(offered) if offered else shell.scan_host_key(node)
