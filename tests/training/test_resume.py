@@ -15,7 +15,7 @@ import pytest
 
 from .training_helpers import REPO, offline_env
 
-TOTAL_STEPS = 120
+TOTAL_STEPS = 60
 SAVE_STEPS = 10
 
 
