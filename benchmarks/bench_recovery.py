@@ -9,11 +9,13 @@ the run to a successor it readied (agent/handover.py); with none a worker takes 
 stop (agent/takeover.py: 150 s of silence with the default orphan_minutes).
 
 --on local (default): the worker announces its end (a notice file in its home, with a deadline that many
-seconds away), or, with no notice, its namespace and processes vanish mid-run. Then (--shrink) a worker
-vanishes while the cluster has no capacity (the local provider's `no-capacity` file): the run trains on the
-node left (issue 37), and grows back once the file is gone; both pauses are rows.
+seconds away), or, with no notice, its namespace and processes vanish mid-run.
 --on standin: the EC2 stand-in (started and stopped here; needs root), unscaled latency model (a boot
 takes 20 s): the worker gets a spot interruption with that many seconds of notice; 0 is reclaimed at once.
+
+Then (--shrink, both) a worker is lost without notice while the cluster has no capacity (the local
+provider's `no-capacity` file; the stand-in's `capacity` fault on the cluster's instance type): the run
+trains on the node left (issue 37), and grows back once capacity returns; both pauses are rows.
 
 Each pause is broken down from the run's own events (events.jsonl on the agent's host) and its
 restart record: `ended` (the last step to the end of the job: the stop and its checkpoint, or, with no
@@ -132,15 +134,32 @@ def lose(cli: Cli, on: str, cluster: str, notice: float, role: str = "worker") -
         cli.run("exec", "--name", cluster, "--node", name, "--", f"echo '{text}' > ~/xeoncluster/notice")
 
 
-def events(cli: Cli, on: str, cluster: str, run: str) -> list[RunEvent]:
+def agent_file(cli: Cli, on: str, cluster: str, run: str, name: str) -> str:
+    """One file of the run's folder where its agent keeps it: here for local nodes, else on the master."""
     if on == "local":
-        return read_events((cli.home / "clusters" / cluster / "runs" / run / "events.jsonl").read_text())
+        return (cli.home / "clusters" / cluster / "runs" / run / name).read_text()
     # `exec` relays output in chunks, each labelled as a line: a long event (a `started` with its parts)
     # cut in two was lost. Short base64 lines come through whole.
     text = cli.out("exec", "--name", cluster, "--node", "node0", "--",
-                   f"base64 -w 76 ~/xeoncluster/agent/clusters/{cluster}/runs/{run}/events.jsonl")
+                   f"base64 -w 76 ~/xeoncluster/agent/clusters/{cluster}/runs/{run}/{name}")
     payload = "".join(line.split("| ", 1)[1].strip() for line in text.splitlines() if "| " in line)
-    return read_events(base64.b64decode(payload).decode())
+    return base64.b64decode(payload).decode()
+
+
+def events(cli: Cli, on: str, cluster: str, run: str) -> list[RunEvent]:
+    return read_events(agent_file(cli, on, cluster, run, "events.jsonl"))
+
+
+def capacity(cli: Cli, on: str, cluster: str, root: Path, available: bool) -> None:
+    """The provider's no-capacity fault: the local provider's file, or the stand-in's fault on the
+    cluster's instance type (every zone)."""
+    if on == "local":
+        fault = root / "clusters" / cluster / "no-capacity"
+        fault.unlink(missing_ok=True) if available else fault.touch()
+        return
+    state = json.loads((cli.home / "clusters" / cluster / "state.json").read_text())
+    types = sorted({n["instance_type"] for n in state["nodes"] if n.get("instance_type")})
+    standin("faults", "capacity=" + ("[]" if available else json.dumps([{"instance_type": t} for t in types])))
 
 
 def pause_parts(found: list[RunEvent], lost_at: float, restart: dict[str, Any], notice: float) -> dict[str, float]:
@@ -201,26 +220,28 @@ def measure(cli: Cli, cluster: str, notice: float, args: argparse.Namespace, rol
 
 
 def measure_shrink(cli: Cli, cluster: str, args: argparse.Namespace, root: Path) -> list[Recovery]:
-    """A worker lost with no capacity (the local provider's fault): the pause until the run trains on the
+    """A worker lost with no capacity (the provider's fault): the pause until the run trains on the
     node left, then, once capacity is back, the pause of the grow-back (agent/regrowth.py)."""
-    run, no_capacity = "rec-worker-nocap", root / "clusters" / cluster / "no-capacity"
+    run = "rec-worker-nocap"
     steps = max(args.steps, 1200)  # outlasts the regrowth's first ask (20 s) and the new node's readying
     cli.out("train", "squad", "--name", cluster, "--demo", "--run", run, "--detach", "--",
             "--max-steps", str(steps), "--save-steps", str(args.save_steps))
     while int(cli.record(cluster, run)["step"]) < args.save_steps + args.save_steps // 2:
         time.sleep(1)
-    no_capacity.touch()
-    lost_at_step, lost_at = int(cli.record(cluster, run)["step"]), time.time()
-    lose(cli, "local", cluster, 0)
-    while not (record := cli.record(cluster, run))["restarts"] or int(record["step"]) <= lost_at_step:
-        time.sleep(1)
-    no_capacity.unlink()
+    capacity(cli, args.on, cluster, root, available=False)
+    try:
+        lost_at_step, lost_at = int(cli.record(cluster, run)["step"]), time.time()
+        lose(cli, args.on, cluster, 0)
+        while not (record := cli.record(cluster, run))["restarts"] or int(record["step"]) <= lost_at_step:
+            time.sleep(1)
+    finally:
+        capacity(cli, args.on, cluster, root, available=True)
     while (record := cli.record(cluster, run))["state"] not in ("succeeded", "failed", "cancelled"):
         time.sleep(2)
     if record["state"] != "succeeded":
         raise SystemExit(f"run {run} ended {record['state']}: {record['error']}")
-    stored = json.loads((cli.home / "clusters" / cluster / "runs" / run / "run.json").read_text())
-    found_events = events(cli, "local", cluster, run)
+    stored = json.loads(agent_file(cli, args.on, cluster, run, "run.json"))
+    found_events = events(cli, args.on, cluster, run)
     (cli.home / f"{run}.events.jsonl").write_text("".join(e.to_json() + "\n" for e in found_events))
     rows = []
     for label, change, at in (("worker, no capacity", stored["restarts"][0], lost_at),
@@ -243,7 +264,7 @@ def recoveries(cli: Cli, args: argparse.Namespace) -> tuple[float, list[Recovery
     cli.run("up", "--name", "benchrec", "--nodes", "2")
     try:
         found = [measure(cli, "benchrec", notice, args) for notice in args.notices]
-        if args.on == "local" and args.shrink:
+        if args.shrink:
             found += measure_shrink(cli, "benchrec", args, cli.home.parent / "root")
         masters = args.masters if args.on == "standin" else []  # a local cluster's agent runs on this machine
         return warm_up, found + [measure(cli, "benchrec", notice, args, "master") for notice in masters]
@@ -259,7 +280,7 @@ def main() -> None:
     parser.add_argument("--notices", default="120,30,0", help="seconds of notice before each loss; 0: none")
     parser.add_argument("--masters", default="120,0", help="the same for the master (stand-in only); '' for none")
     parser.add_argument("--shrink", action=argparse.BooleanOptionalAction, default=True,
-                        help="(local) a worker lost with no capacity: the pause until the run trains on fewer "
+                        help="a worker lost with no capacity: the pause until the run trains on fewer "
                              "nodes, and the grow-back's once capacity returns")
     args = parser.parse_args()
     args.notices = [float(n) for n in args.notices.split(",") if n]
