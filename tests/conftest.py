@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -34,6 +35,13 @@ def run_cli(args: list[str], home: Path, cwd: Path | None = None, timeout: float
     proc = subprocess.run([sys.executable, "-m", "xeoncluster.cli", *args], capture_output=True, text=True,
                           cwd=cwd or home, env=env, timeout=timeout)
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def interruptible() -> None:
+    """preexec_fn of a process a test will SIGINT, as Ctrl-C would. Tests started in the background by a
+    shell without job control (`bash -c '... &'`) inherit SIGINT ignored, an ignored signal stays ignored
+    across exec, and Python then installs no KeyboardInterrupt: the SIGINT would go unheard."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture

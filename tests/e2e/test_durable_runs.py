@@ -3,6 +3,7 @@ included, comes back on the repaired cluster from the newest checkpoint in stora
 results and the storage, and `runs`, `logs` and `storage ls|rm` read the gone cluster's runs there."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from tests.conftest import interruptible
 from tests.e2e.conftest import LocalEnv, leftovers
 from tests.e2e.test_recovery import lose_node, wait_for_end
 
@@ -95,7 +97,8 @@ def tensorboard_from_storage(env: LocalEnv, cluster: str, run: str, stored: Path
     assert {"nodes/node0/cpu_percent", "nodes/node1/mem_percent"} <= set(nodes.Tags()["scalars"])
     served = subprocess.Popen([sys.executable, "-m", "xeoncluster.cli", "--config", str(env.config), "tensorboard",
                                run, "--name", cluster], env={**os.environ, "XEONCLUSTER_HOME": str(env.home)},
-                              cwd=env.base, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              cwd=env.base, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=interruptible, start_new_session=True)
     try:
         assert served.stdout is not None
         line = served.stdout.readline()
@@ -113,4 +116,8 @@ def tensorboard_from_storage(env: LocalEnv, cluster: str, run: str, stored: Path
         assert "train/loss" in tags[f"{run}/ranks"] and "nodes/node0/cpu_percent" in tags[f"{run}/nodes"], tags
     finally:
         served.send_signal(signal.SIGINT)
-        assert served.wait(timeout=30) == 0
+        try:
+            assert served.wait(timeout=30) == 0
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # what an unheard Ctrl-C left: TensorBoard too
+                os.killpg(served.pid, signal.SIGKILL)

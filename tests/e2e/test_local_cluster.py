@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from tests.conftest import interruptible
 from tests.e2e.conftest import LocalEnv, leftovers
 from xeoncluster.cluster.state import StateDir
 
@@ -196,7 +197,7 @@ def test_ctrl_c_during_up_removes_what_it_created(local_env: LocalEnv, warm_imag
         [sys.executable, "-m", "xeoncluster.cli", "--config", str(local_env.config), "up", "--name", name,
          "--nodes", "2", "--image", "none"],
         env={**os.environ, "XEONCLUSTER_HOME": str(local_env.home)}, cwd=local_env.base,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(leftovers(local_env, name)["namespaces"]) < 2:
         time.sleep(0.2)

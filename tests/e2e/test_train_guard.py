@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import interruptible
 from tests.e2e.conftest import LocalEnv, leftovers
 from tests.e2e.test_train import results_dir, run_dir
 
@@ -31,7 +32,7 @@ def start_train(env: LocalEnv, cluster: str, run: str, steps: int, *extra: str) 
         [sys.executable, "-m", "xeoncluster.cli", "--config", str(env.config), "train", "squad", "--name", cluster,
          "--demo", "--run", run, *extra, "--", "--max-steps", str(steps), "--no-eval-before"],
         env={**os.environ, "XEONCLUSTER_HOME": str(env.home)}, cwd=env.base,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=interruptible)
 
 
 def wait_for_steps(env: LocalEnv, cluster: str, run: str, proc: subprocess.Popen[str]) -> Path:

@@ -244,10 +244,10 @@ def test_a_sweep_queues_on_the_master_and_its_second_run_recovers_a_spot_interru
     assert calls.get(f"xeoncluster-{CLUSTER}-us-east-1 ec2:RunInstances", 0) >= 1, calls  # the master launched it
 
 
-def test_a_minute_of_failing_describe_instances_restarts_nothing(standin: Any, cli: Cli) -> None:
-    """EC2's API answers 503 for a minute in the middle of a run: the agent's node watch (a poll every 5 s)
-    hears nothing from the provider a dozen times, every node still answers over SSH, and the run trains on
-    with 0 restarts."""
+def test_two_minutes_of_failing_describe_instances_restart_nothing(standin: Any, cli: Cli) -> None:
+    """EC2's API answers 503 for 2 minutes in the middle of a run: the agent's node watch hears nothing
+    from the provider, every node still answers over SSH, and the run trains on with 0 restarts. Not one
+    minute: botocore's ten adaptive retries outlast that, and the watch would never see a call fail."""
     cli.ok("train", "squad", "--name", CLUSTER, "--demo", "--run", "outage", "--detach", "--",
            "--max-steps", "100000", "--save-steps", "50")
     deadline = time.monotonic() + 300
@@ -256,7 +256,7 @@ def test_a_minute_of_failing_describe_instances_restarts_nothing(standin: Any, c
         time.sleep(1)
     before = run_record(cli, "outage")
     assert before is not None
-    ends = time.time() + 60
+    ends = time.time() + 120
     standin.script("faults", f"describe_instances_failing_until={ends}")
     try:
         with pytest.raises(botocore.exceptions.ClientError, match="Unavailable"):
