@@ -51,11 +51,10 @@ def killed_rank(log_text: str) -> str | None:
 def outcome_line(outcome: Outcome, nodes: list[Node], log: Path) -> str:
     """Why a launch failed: a rank's own report, a lost master, a stop that was not recovered, or the log."""
     failed = outcome.last(FailedEvent)
-    if failed is not None and PEER_LOST.search(failed.reason):
-        killed = killed_rank(log.read_text(errors="replace"))
+    if failed is not None:
+        killed = killed_rank(log.read_text(errors="replace")) if PEER_LOST.search(failed.reason) else None
         if killed is not None:
             return killed
-    if failed is not None:
         node = next((n.name for n in nodes if n.private_ip == failed.node), failed.node)
         lines = " | ".join(failed.lines[-3:]) if failed.lines and failed.lines[-1] != failed.reason else ""
         return f"rank {failed.rank} on {node} failed: {failed.reason}" + (f" ({lines})" if lines else "")
