@@ -13,6 +13,8 @@ from tests.e2e.conftest import LocalEnv, leftovers
 
 SAVE_STEPS = 40
 STEPS = 400
+NOTICES = 5  # more than --max-restarts' default
+NOTICED_STEPS = 800
 
 
 def lose_node(cluster: str, node: str) -> None:
@@ -101,36 +103,62 @@ def test_a_detached_run_survives_a_lost_node_with_no_cli_alive(local_env: LocalE
     assert leftovers(local_env, name)["namespaces"] == []
 
 
-def test_a_node_that_announces_its_end_is_replaced_ahead_and_no_step_is_lost(local_env: LocalEnv,
-                                                                            warm_image: str) -> None:
-    """The agent launches the replacement while the ranks train on, then stops them at a step boundary."""
+def test_five_notices_in_one_run_are_each_replaced_ahead_with_default_options_and_no_step_is_lost(
+        local_env: LocalEnv, warm_image: str) -> None:
+    """For each notice the agent launches the replacement while the ranks train on, then stops them at a
+    step boundary. Five in one run, with --max-restarts at its default of 2: an interruption is not a
+    failure of the job (issue 37)."""
     name = "e2enotice"
     local_env.ok("up", "--name", name, "--nodes", "2")
     try:
         local_env.ok("train", "squad", "--name", name, "--demo", "--run", "noticed", "--detach", "--",
-                     "--max-steps", str(STEPS), "--save-steps", str(SAVE_STEPS))
-        log = local_env.home / "clusters" / name / "runs" / "noticed" / "train.log"
+                     "--max-steps", str(NOTICED_STEPS), "--save-steps", str(SAVE_STEPS))
+        runs = local_env.home / "clusters" / name / "runs" / "noticed"
+        log = runs / "train.log"
         while "step 20/" not in (log.read_text() if log.exists() else ""):
             time.sleep(0.5)
-        notice = json.dumps({"reason": "test notice", "deadline": time.time() + 120})
-        local_env.ok("exec", "--name", name, "--node", "node1", "--", f"echo '{notice}' > ~/xeoncluster/notice")
+        worker = "node1"
+        for count in range(1, NOTICES + 1):
+            notice = json.dumps({"reason": "test notice", "deadline": time.time() + 120})
+            local_env.ok("exec", "--name", name, "--node", worker, "--", f"echo '{notice}' > ~/xeoncluster/notice")
+            worker = replaced(runs / "run.json", count, worker)
         record = wait_for_end(local_env, name, "noticed")
-        assert record["state"] == "succeeded" and record["restarts"] == 1, record
+        assert record["state"] == "succeeded" and record["restarts"] == NOTICES, record
+        # Every rank of the last launch said where its start went (issue 38).
+        assert [r["rank"] for r in record["startup"]] == [0, 1], record["startup"]
+        assert all(r["parts"]["libraries"] > 0 and r["node"] for r in record["startup"]), record["startup"]
         text = log.read_text()
         assert "agent: rank 1 on 10.214.0." in text and "node2 is ready to replace the noticed node" in text
         local_env.ok("logs", "noticed", "--name", name)
         metrics = json.loads((local_env.home / "results" / name / "noticed" / "metrics.json").read_text())
-        [restart] = metrics["restarts"]
-        assert (restart["node"], restart["replacement"], restart["lost_steps"]) == ("node1", "node2", 0)
-        assert restart["prepare_seconds"] > 0  # the relaunch's parts: the agent's, then rank 0's
+        first, *later = metrics["restarts"]
+        assert (first["node"], first["replacement"], first["lost_steps"]) == ("node1", "node2", 0)
+        assert len(later) == NOTICES - 1 and all(r["kind"] == "interruption" and r["lost_steps"] == 0
+                                                 for r in metrics["restarts"]), metrics["restarts"]
+        assert first["prepare_seconds"] > 0  # the relaunch's parts: the agent's, then rank 0's
         assert "agent: relaunched: rank 0 was ready to train " in text and " (python " in text
         # node2 tokenized while node1 still trained: its resumed rank only loads the features.
         assert "[1] features loaded from cache" in text.split("agent: restart:", 1)[1], text[-3000:]
-        assert metrics["lost_steps"] == 0 and metrics["global_steps"] == STEPS
-        assert [n["name"] for n in local_env.state(name)["nodes"]] == ["node0", "node2"]
+        assert metrics["lost_steps"] == 0 and metrics["global_steps"] == NOTICED_STEPS
+        assert [n["name"] for n in local_env.state(name)["nodes"]] == ["node0", worker]
     finally:
         local_env.cli("down", "--name", name, "--force")
     assert leftovers(local_env, name)["namespaces"] == []
+
+
+def replaced(record: Path, count: int, noticed: str, timeout: float = 300) -> str:
+    """The name of the node that replaced `noticed`, once the run's record holds its `count`th restart."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = json.loads(record.read_text()) if record.exists() else {}
+        restarts = found.get("restarts", [])
+        if len(restarts) >= count:
+            assert restarts[count - 1]["node"] == noticed, restarts
+            return str(restarts[count - 1]["replacement"])
+        assert found.get("state") not in ("succeeded", "failed", "cancelled"), \
+            f"the run ended after {len(restarts)} notice(s): {found}"
+        time.sleep(0.5)
+    raise AssertionError(f"no replacement for {noticed} within {timeout}s")
 
 
 def test_max_interruptions_0_keeps_the_one_line_failure(local_env: LocalEnv, warm_image: str) -> None:

@@ -21,6 +21,7 @@ import boto3
 import botocore.config
 import botocore.exceptions
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = "sic"
@@ -327,12 +328,14 @@ def test_the_user_is_refused_on_another_cluster_s_instance_and_on_a_role_without
 
 def test_without_capacity_for_a_replacement_the_run_trains_on_with_fewer_nodes_and_grows_back(
         standin: Any, cli: Cli) -> None:
-    """A worker's notice while no launch can be had (issue 37): the ranks stop at once with a checkpoint,
-    the run trains on with the two nodes left, in the master's zone. Once capacity is back, the agent
-    launches node2 again in that zone, the run grows back to three nodes at a step and succeeds."""
+    """A worker's notice while the cluster's zone has no capacity and the others have (issue 37), with the
+    default all-spot config: the replacement does not leave the zone, the ranks stop at once with a
+    checkpoint, and the run trains on with the two nodes left. Once capacity is back, the agent launches
+    node2 again in that zone, the run grows back to three nodes at a step and succeeds."""
     zone = {i["Placement"]["AvailabilityZone"] for i in instances()}
+    [home] = zone
     train = start_train(cli, "nocap", 500, 50, until=30)
-    standin.script("faults", 'capacity=[{"instance_type": "c7i.2xlarge"}]')
+    standin.script("faults", f'capacity=[{{"zone": "{home}"}}]')
     try:
         standin.script("interrupt", cli.node_id("node2"), "30")
         deadline = time.monotonic() + 600
@@ -345,6 +348,7 @@ def test_without_capacity_for_a_replacement_the_run_trains_on_with_fewer_nodes_a
     out, _ = train.communicate(timeout=900)
     assert train.returncode == 0, out[-3000:]
     assert "no replacement for the noticed node" in out and "training on with 2 node(s)" in out, out[-3000:]
+    assert "which a replacement keeps" in out and "nodes in 2 zones" not in out, out[-3000:]
     assert "global batch" in out and "kept on 2 ranks (set for 3)" in out, out[-3000:]
     [restart] = record_restarts(cli, "nocap", CLUSTER)
     assert restart["nodes_after"] == 2 and restart["lost_steps"] == 0, restart
@@ -353,6 +357,31 @@ def test_without_capacity_for_a_replacement_the_run_trains_on_with_fewer_nodes_a
     assert growth["to_nodes"] == 3 and f"grew back: {growth['nodes']} joined" in out, (growth, out[-3000:])
     assert "on 3 rank(s)" in out, out[-3000:]
     assert len(instances()) == 3 and {i["Placement"]["AvailabilityZone"] for i in instances()} == zone
+
+
+def test_a_run_at_its_max_cost_stops_with_its_checkpoint_stored_and_resume_continues_it(cli: Cli) -> None:
+    """`train --max-cost` (issue 37): at the ceiling the ranks save a checkpoint and stop, the agent stores it
+    in S3, and the record says so in one line with the command that goes on. With the stand-in's spot
+    price, the ceiling is 45 s of the cluster's three nodes; the run has more steps than that can train."""
+    status = json.loads(cli.ok("status", "--name", CLUSTER, "--json").stdout)
+    per_hour = sum(n["price_per_hour"] for n in status["nodes"])
+    cli.ok("train", "squad", "--name", CLUSTER, "--demo", "--run", "ceiling", "--detach",
+           "--max-cost", f"{per_hour * 45 / 3600:.3g}", "--", "--max-steps", "100000", "--save-steps", "100000")
+    record = assert_ended(cli, "ceiling", "cancelled", 0)
+    stopped = record["durable_step"]
+    bucket = cli.state()["storage"]["container"]
+    assert record["error"].startswith("stopped at its --max-cost ceiling: $"), record
+    assert f"its checkpoint is stored in s3://{bucket}/{cli.runs_key('ceiling')}" in record["error"], record
+    assert stopped > 0 and durable_steps(cli, "ceiling") == [stopped], (stopped, durable_steps(cli, "ceiling"))
+    shown = " ".join(cli.ok("runs", "--name", CLUSTER).stdout.split())
+    assert "run ceiling: stopped at its --max-cost ceiling" in shown and "--run ceiling --resume" in shown, shown
+    # The line it printed goes on to the end the user sets now: the same run, from its checkpoint.
+    resume = shlex.split(record["error"].split("continue it with `", 1)[1].split("`", 1)[0])
+    assert resume[:2] == ["xeoncluster", "train"] and "--resume" in resume, resume
+    cli.ok(*resume[1:resume.index("--")], "--", "--max-steps", str(stopped + 20), "--save-steps", "100000")
+    metrics = json.loads((cli.home / "results" / CLUSTER / "ceiling" / "metrics.json").read_text())
+    assert metrics["resumed_from_step"] == stopped and metrics["global_steps"] == stopped + 20, metrics
+    assert run_record(cli, "ceiling")["state"] == "succeeded"
 
 
 REWRITE_AGENT_STATE = '''
@@ -696,9 +725,15 @@ def test_right_after_a_cold_up_the_master_replaces_a_noticed_worker_while_the_im
         standin: Any, cli: Cli) -> None:
     """The default image strategy (parallel): every node starts from the base AMI and the image bakes in
     the background, for minutes on EC2. A worker noticed in that window is replaced by the agent from
-    the base AMI, with nothing but its role (which has no SSM access) and the state `up` handed it."""
+    the base AMI, with nothing but its role (which has no SSM access) and the state `up` handed it.
+    The master's zone has no capacity then, and this cluster allows aws.replace_across_zones (issue 37):
+    the replacement lands in another zone, and the run's log and `runs` say what the gradients' traffic
+    between the zones costs per hour."""
     parallel = cli.home / "parallel.yaml"
-    parallel.write_text(cli.config.read_text().replace("image_strategy: bake-first\n", ""))
+    config = yaml.safe_load(cli.config.read_text())
+    del config["image_strategy"]
+    config["aws"]["replace_across_zones"] = True
+    parallel.write_text(yaml.safe_dump(config))
     fresh = Cli(cli.home, parallel, cli.credentials)
     standin.script("faults", "ami_seconds=24000")  # 240 s at this scale: pending all through the run
     try:
@@ -722,10 +757,22 @@ def noticed_while_the_image_bakes(standin: Any, fresh: Cli) -> None:
     [pending] = boto3.client("ec2").describe_images(Owners=["self"], Filters=[
         {"Name": "tag:xeoncluster:cluster", "Values": ["sicp"]}])["Images"]
     assert pending["State"] == "pending"
-    standin.script("interrupt", fresh.node_id("node1", "sicp"), "90")
-    assert_ended(fresh, "early", "succeeded", restarts=1, name="sicp")
+    [home] = {i["Placement"]["AvailabilityZone"] for i in instances("sicp")}
+    standin.script("faults", f'capacity=[{{"zone": "{home}"}}]')
+    try:
+        standin.script("interrupt", fresh.node_id("node1", "sicp"), "90")
+        assert_ended(fresh, "early", "succeeded", restarts=1, name="sicp")
+    finally:
+        standin.script("faults", "capacity=[]")
     replaced = {n["name"]: n["id"] for n in fresh.state("sicp")["nodes"]}
     live = {i["InstanceId"]: i["ImageId"] for i in instances("sicp")}
     assert set(live.values()) == {base} and set(replaced.values()) == set(live)
+    zones = {i["Placement"]["AvailabilityZone"] for i in instances("sicp")}
+    assert home in zones and len(zones) == 2, zones
+    log = fresh.ok("logs", "early", "--name", "sicp").stdout
+    assert "nodes in 2 zones: DDP sends about" in log and "at the run's pace, nodes in 2 zones" in log, log[-3000:]
+    assert " GB/h, $" in log.split("at the run's pace, ", 1)[1].splitlines()[0], log[-3000:]
+    shown = " ".join(fresh.ok("runs", "--name", "sicp").stdout.split())
+    assert "run early: nodes in 2 zones: DDP sends about" in shown and " GB/h, $" in shown, shown
     calls = json.loads(standin.script("status").stdout)["role_calls"]
     assert not [c for c in calls["denied"] if c.startswith("xeoncluster-sicp")], calls

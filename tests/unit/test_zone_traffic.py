@@ -80,6 +80,21 @@ def test_the_runs_log_says_what_crossing_zones_costs() -> None:
     assert quiet == []
 
 
+def test_once_the_pace_is_known_the_log_says_the_traffic_per_hour_once_a_launch() -> None:
+    notes: list[str] = []
+    watches = agent_watching(["us-east-1a", "us-east-1b"], notes)
+    watches._zones(float(BERT_BASE))
+    before = Pace(spread=watches.run.pace.spread).live(0, None, 0.0, 0.0)
+    watches._hourly_traffic(before)
+    assert len(notes) == 1  # no pace yet: the launch's note has said all there is
+    for step in (1, 2, 3):
+        watches.run.pace.step(100.0 + 2 * step, step, None)
+    for _ in range(2):
+        watches._hourly_traffic(watches.run.pace.live(3, None, 0.0, 0.0))
+    assert notes[1:] == ["at the run's pace, nodes in 2 zones: DDP sends about 0.880 GB across zones per step "
+                         "(about 1584.0 GB/h, $31.68/h at $0.02/GB)"]
+
+
 def test_runs_shows_the_estimate_of_a_run_whose_nodes_crossed_zones(capsys: pytest.CaptureFixture[str]) -> None:
     record = RunRecord(run="r1", cluster="c1", task="squad", state=RunState.SUCCEEDED, step=10)
     record.live.zone_traffic = zone_traffic(BERT_BASE, ["a", "b", "a"], 0.02, 0.5)

@@ -27,6 +27,7 @@ class Pace:
     evals: dict[str, float] = field(default_factory=dict)
     alive: float = 0.0  # the last sign of life that was no new step
     spread: ZoneSpread | None = None  # the launch's nodes and model, for the traffic between zones
+    hourly_traffic_said: bool = False  # the log has the traffic at this launch's pace
 
     def step(self, when: float, step: int, loss: float | None) -> None:
         """A step event; one that repeats the last step (the ranks evaluating) only says they are alive."""

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from xeoncluster.runs.record import Growth, Live, NodeUse, Restart, RunFiles, RunRecord, RunState
+from xeoncluster.runs.record import Growth, Live, NodeUse, RankStartup, Restart, RunFiles, RunRecord, RunState
 
 
 class RecordKeeper:
@@ -49,6 +49,12 @@ class RecordKeeper:
         with self._change() as record:
             record.state, record.nodes, record.size = RunState.RUNNING, nodes, size
             record.batch_world = record.batch_world or world
+            record.startup = []  # a new launch: its ranks report their start afresh
+
+    def rank_ready(self, startup: RankStartup) -> None:
+        with self._change() as record:
+            record.startup = sorted([*(r for r in record.startup if r.rank != startup.rank), startup],
+                                    key=lambda r: r.rank)
 
     def grew(self, growth: Growth) -> None:
         with self._change() as record:

@@ -15,11 +15,12 @@ from xeoncluster.cluster.state import ClusterRecord
 from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.job.train_request import ScriptRequest
 from xeoncluster.node.diagnostics.startup_clock import describe as describe_startup
+from xeoncluster.node.diagnostics.startup_clock import read_parts
 from xeoncluster.node.events.events import PARAMETERS, NoticeEvent, RunEvent
 from xeoncluster.operations.train_prepare import Preparer
 from xeoncluster.providers.abilities import AgentOnMaster, inter_zone_usd_per_gb
 from xeoncluster.providers.base import Node
-from xeoncluster.runs.record import Live, NodeUse, RunState
+from xeoncluster.runs.record import Live, NodeUse, RankStartup, RunState
 from xeoncluster.runs.zone_traffic import ZoneSpread
 
 CANCEL_POLL_SECONDS = 1.0
@@ -30,6 +31,7 @@ CANCEL_GRACE_SECONDS = 120.0
 class RunWatches:
     def __init__(self, run: CurrentRun) -> None:
         self.run = run
+        self.slowest_due = False  # a relaunch started: its first step says which rank was slowest to start
 
     # -- the ranks' events --------------------------------------------------------------------
     def on_event(self, event: RunEvent) -> None:
@@ -42,8 +44,15 @@ class RunWatches:
             if isinstance(run.request, ScriptRequest):  # the built-in tasks print their own eval lines
                 scores = "  ".join(f"{k} {v:.4g}" for k, v in run.pace.evals.items())
                 run.note(f"eval at step {event.step}: {scores}")
+        if event.kind == "ready":
+            run.keeper.rank_ready(RankStartup(rank=event.rank, node=event.node, parts=read_parts(event.metrics)))
         if event.kind == "started" and run.record.restarts and (took := describe_startup(event.metrics)):
             run.note(f"relaunched: rank 0 was ready to train {took} after its process started")
+            self.slowest_due = True
+        if event.kind == "step" and self.slowest_due:  # every rank has started by the first step: each said so
+            self.slowest_due = False
+            if slowest := self._slowest():
+                run.note(slowest)
         if event.kind == "started":
             self._zones(event.metrics.get(PARAMETERS))
         if event.kind in ("started", "step") and event.step is not None:
@@ -53,6 +62,15 @@ class RunWatches:
             run.keeper.progress(event.step, total, self._live(event.step, total))
         elif event.kind == "notice":
             self._on_notice(event)
+
+    def _slowest(self) -> str:
+        """The rank that took longest to start, when it is not rank 0 (whose process group waited for it)."""
+        slowest = max(self.run.record.startup, key=lambda r: r.seconds, default=None)
+        if slowest is None or slowest.rank == 0 or not slowest.parts:
+            return ""
+        part, seconds = max(slowest.parts.items(), key=lambda item: item[1])
+        return (f"relaunched: the slowest rank to start was rank {slowest.rank} on {slowest.node}, "
+                f"{slowest.seconds:.1f}s, most of it {part.replace('_', ' ')} ({seconds:.1f}s)")
 
     def _on_notice(self, event: NoticeEvent) -> None:
         run = self.run
@@ -124,7 +142,18 @@ class RunWatches:
     # -- the nodes ----------------------------------------------------------------------------
     def on_usage(self, usage: dict[str, NodeUse]) -> None:
         record = self.run.record
-        self.run.keeper.used(usage, self._live(record.step, record.total_steps))
+        live = self._live(record.step, record.total_steps)
+        self.run.keeper.used(usage, live)
+        self._hourly_traffic(live)
+
+    def _hourly_traffic(self, live: Live) -> None:
+        """The launch's note on crossing zones came before its first steps: once its pace is known, the log
+        says the traffic per hour and its cost too, once a launch."""
+        traffic, pace = live.zone_traffic, self.run.pace
+        if traffic is None or traffic.usd_per_hour is None or pace.hourly_traffic_said:
+            return
+        pace.hourly_traffic_said = True
+        self.run.note(f"at the run's pace, {traffic.describe()}")
 
     def check_stall(self) -> None:
         run = self.run

@@ -21,10 +21,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from xeoncluster.cluster.state import atomic_write
 from xeoncluster.cluster.untrusted import Amount, Count, ExitCode, Measure, Pid, Timestamp
+from xeoncluster.node.diagnostics.startup_clock import PARTS
 from xeoncluster.runs.zone_traffic import ZoneTraffic
 from xeoncluster.wire.contract import Versioned
 from xeoncluster.wire.layout import RunFolder
@@ -106,6 +107,25 @@ class Growth(BaseModel):
                 f"the change took {self.seconds:.0f}s")
 
 
+class RankStartup(BaseModel):
+    """Where one rank's start went in the run's latest launch, from its process start to its first step
+    (node/diagnostics/startup_clock.py): the parts name what a slow relaunch waited on, rank by rank."""
+
+    rank: Count
+    node: str = Field(default="", max_length=64)
+    parts: dict[str, Amount] = Field(default_factory=dict)
+
+    @field_validator("parts")
+    @classmethod
+    def _known_parts(cls, parts: dict[str, float]) -> dict[str, float]:
+        """A rank's words: only the parts the clock has become keys the laptop prints."""
+        return {name: parts[name] for name in PARTS if name in parts}
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.parts.values())
+
+
 class NodeUse(BaseModel):
     """One node's use over the agent's last two samples (agent/usage_watch.py)."""
 
@@ -169,6 +189,7 @@ class RunRecord(Versioned):
     size: Count | None = None      # the cluster's size, which a run trained on fewer nodes grows back to
     batch_world: Count | None = None  # the world its first launch had: the global batch is set for it
     growths: list[Growth] = Field(default_factory=list)
+    startup: list[RankStartup] = Field(default_factory=list, max_length=4096)  # the latest launch's, by rank
 
     @property
     def shrunk(self) -> str:
@@ -202,7 +223,8 @@ class RunRecord(Versioned):
                 "started_at": self.started_at, "ended_at": self.ended_at, "seconds": round(self.seconds, 1),
                 "exit_code": self.exit_code, "cost_usd": round(self.cost_usd, 6), "error": self.error,
                 "sweep": self.sweep, "params": dict(self.params), "live": self.live.model_dump(),
-                "usage": {name: use.model_dump() for name, use in self.usage.items()}}
+                "usage": {name: use.model_dump() for name, use in self.usage.items()},
+                "startup": [rank.model_dump() for rank in self.startup]}
 
 
 class RunFiles(RunFolder[Path]):

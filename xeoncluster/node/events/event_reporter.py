@@ -12,7 +12,15 @@ from typing import Any
 from transformers import TrainerCallback
 
 from xeoncluster.node.diagnostics.startup_clock import StartupClock
-from xeoncluster.node.events.events import PARAMETERS, CheckpointEvent, EvalEvent, StartedEvent, StepEvent, emit
+from xeoncluster.node.events.events import (
+    PARAMETERS,
+    CheckpointEvent,
+    EvalEvent,
+    ReadyEvent,
+    StartedEvent,
+    StepEvent,
+    emit,
+)
 
 MIN_STEP_INTERVAL = 1.0
 EVAL_HEARTBEAT_SECONDS = 10.0
@@ -29,11 +37,12 @@ class EventReporter(TrainerCallback):
         self._first = True
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        metrics: dict[str, float | None] = {}
+        if self.clock is not None:  # the checkpoint is loaded and DDP wrapped the model: the first step is next
+            self.clock.mark("resume")
+            metrics = self.clock.parts()
+            emit(ReadyEvent(node=self.node, step=state.global_step, total=state.max_steps, metrics=metrics))
         if state.is_world_process_zero:
-            metrics: dict[str, float | None] = {}
-            if self.clock is not None:  # the checkpoint is loaded and DDP wrapped the model: the first step is next
-                self.clock.mark("resume")
-                metrics = self.clock.parts()
             if kwargs.get("model") is not None:  # the agent estimates the gradients' traffic from it
                 metrics[PARAMETERS] = float(trained_parameters(kwargs["model"]))
             emit(StartedEvent(node=self.node, step=state.global_step, total=state.max_steps, metrics=metrics))

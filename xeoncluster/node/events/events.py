@@ -68,6 +68,14 @@ class StartedEvent(_Measured):
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReadyEvent(_Measured):
+    """Every rank's, at its first step: where its start went (the startup clock's parts). Rank 0's started
+    event carries its own too; the others' say which rank rank 0 waited for, and on what."""
+
+    kind: Literal["ready"] = field(default="ready", init=False)
+
+
+@dataclass(frozen=True, kw_only=True)
 class StepEvent(Progress):
     kind: Literal["step"] = field(default="step", init=False)
     loss: float | None = None
@@ -108,8 +116,8 @@ class FailedEvent(_Event):
     lines: tuple[str, ...] = ()    # the last lines of the error
 
 
-RunEvent = (StartedEvent | StepEvent | EvalEvent | CheckpointEvent | StoppedEvent | FinishedEvent | NoticeEvent
-            | FailedEvent)
+RunEvent = (StartedEvent | ReadyEvent | StepEvent | EvalEvent | CheckpointEvent | StoppedEvent | FinishedEvent
+            | NoticeEvent | FailedEvent)
 # kind -> its class, read from the classes: each kind's literal is written once, in its class
 EVENT_TYPES: dict[str, type[RunEvent]] = {cls.__dataclass_fields__["kind"].default: cls for cls in get_args(RunEvent)}
 
