@@ -41,8 +41,10 @@ class Shell:
         self.closed += 1
 
 
-def watch(fleet: Fleet, names: list[str], silent: set[str] | None = None, reports: list[str] | None = None
-          ) -> tuple[NodeWatch, threading.Event, list[list[str]]]:
+def watch(fleet: Fleet, names: list[str], silent: set[str] | None = None, reports: list[str] | None = None,
+          closed: set[str] | None = None) -> tuple[NodeWatch, threading.Event, list[list[str]]]:
+    """With `closed` (the nodes whose SSH port takes no connection) the port is knocked on each tick and the
+    provider asked about every node never; without, the provider is asked about every node each tick."""
     called, seen = threading.Event(), []
 
     def on_gone(gone: list[str]) -> None:
@@ -52,7 +54,9 @@ def watch(fleet: Fleet, names: list[str], silent: set[str] | None = None, report
     ctx = SimpleNamespace(provider=fleet, config=None, shell=lambda: shell)
     nodes = [SimpleNamespace(name=name) for name in names]
     report = (reports if reports is not None else []).append
-    return NodeWatch(ctx, nodes, on_gone, report, interval=0.01), called, seen  # type: ignore[arg-type]
+    interval = 0.01 if closed is None else 3600.0
+    return NodeWatch(ctx, nodes, on_gone, report, interval=interval, probe_interval=0.01,  # type: ignore[arg-type]
+                     probe=lambda node: node.name not in (closed or set())), called, seen
 
 
 def test_a_node_the_provider_stops_listing_stops_the_job_once() -> None:
@@ -95,6 +99,56 @@ def test_a_provider_outage_is_reported_once_and_its_end_once() -> None:
         assert not called.wait(0.3)
     assert len(reports) == 2 and "the provider does not answer" in reports[0] and "503" in reports[0], reports
     assert reports[1].startswith("the provider answers again after"), reports
+
+
+def test_a_node_whose_port_is_closed_is_gone_at_once_when_the_provider_no_longer_lists_it() -> None:
+    fleet = Fleet(["node0", "node1"], ["node0"])
+    node_watch, called, seen = watch(fleet, ["node0", "node1"], closed={"node1"})
+    with node_watch:
+        assert called.wait(5)
+    assert seen == [["node1"]]
+
+
+def test_a_closed_port_alone_stops_nothing_nor_does_a_provider_that_does_not_answer() -> None:
+    for fleet in (Fleet(["node0", "node1"]), Fleet(ProviderError("DescribeInstances: 503 Unavailable"))):
+        node_watch, called, seen = watch(fleet, ["node0", "node1"], closed={"node1"})
+        with node_watch:
+            assert not called.wait(0.3)
+        assert seen == []
+
+
+def test_while_every_port_answers_the_provider_is_not_asked() -> None:
+    node_watch, called, _ = watch(Fleet(RuntimeError("the provider was asked")), ["node0", "node1"], closed=set())
+    with node_watch:
+        assert not called.wait(0.2)
+
+
+def test_a_lost_node_stops_its_job_within_two_seconds_of_its_loss() -> None:
+    """The loss, the knock that finds the port closed, the provider's word, and the job's stop (issue 38's
+    5 s from the loss to the job's end, of which the stop takes its 1 s of grace)."""
+    import time
+
+    from xeoncluster.agent.node_watch import NodeWatch as RealWatch
+
+    lost = threading.Event()
+    fleet = SimpleNamespace(nodes=lambda config, priced=True: [SimpleNamespace(name=n) for n in
+                                                               (("node0",) if lost.is_set() else ("node0", "node1"))])
+    called = threading.Event()
+    nodes = [SimpleNamespace(name=name) for name in ("node0", "node1")]
+    node_watch = RealWatch(SimpleNamespace(provider=fleet, config=None), nodes,  # type: ignore[arg-type]
+                           lambda _: called.set(), probe=lambda node: not (lost.is_set() and node.name == "node1"))
+    with node_watch:
+        time.sleep(1.5)
+        lost.set()
+        started = time.monotonic()
+        assert called.wait(5)
+        assert time.monotonic() - started < 2.0
+
+
+def test_a_stop_after_a_loss_waits_one_second_for_the_sigint_not_ten() -> None:
+    from xeoncluster.agent.node_watch import stop_command
+
+    assert "$(seq 5)" in stop_command("/r/launcher.pid", 1.0) and "$(seq 50)" in stop_command("/r/launcher.pid")
 
 
 def test_no_names_ask_nothing() -> None:

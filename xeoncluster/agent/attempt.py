@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO, TypeVar
 
-from xeoncluster.agent.node_watch import stop_command
+from xeoncluster.agent.node_watch import STOP_GRACE_SECONDS, stop_command
 from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.core.errors import RemoteError, XeonClusterError
 from xeoncluster.job.script_plan import quoted_signal
@@ -100,12 +100,12 @@ class Attempt:
         return all_of(remote_command("mkdir", "-p", self.run_dir),
                       remote_command("touch", f"{self.run_dir}/{STOP_FILE}"))
 
-    def interrupt(self, shell: NodeShell, master_gone: bool = False) -> None:
-        """SIGINT to mpiexec (over `shell`, not the streaming connection); with the master gone, end the
-        stream's own connection, which would otherwise hang."""
+    def interrupt(self, shell: NodeShell, master_gone: bool = False, grace: float = STOP_GRACE_SECONDS) -> None:
+        """SIGINT to mpiexec (over `shell`, not the streaming connection), KILL after `grace` seconds; with
+        the master gone, end the stream's own connection, which would otherwise hang."""
         if not master_gone:
             try:
-                shell.run([self.master], stop_command(f"{self.run_dir}/{LAUNCHER_PID}"))
+                shell.run([self.master], stop_command(f"{self.run_dir}/{LAUNCHER_PID}", grace))
                 return
             except XeonClusterError:
                 pass

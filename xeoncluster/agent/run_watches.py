@@ -24,6 +24,7 @@ from xeoncluster.runs.record import Live, NodeUse, RankStartup, RunState
 from xeoncluster.runs.zone_traffic import ZoneSpread
 
 CANCEL_POLL_SECONDS = 1.0
+LOST_GRACE_SECONDS = 1.0  # SIGINT to KILL of a job that lost a node
 # How long the ranks get to checkpoint and stop after a cancel before mpiexec is interrupted.
 CANCEL_GRACE_SECONDS = 120.0
 
@@ -171,7 +172,9 @@ class RunWatches:
         run = self.run
         run.note(f"{', '.join(gone)} is gone (unlisted by the provider, silent over SSH); stopping the job")
         if run.attempt is not None:
-            run.attempt.interrupt(run.control, master_gone=run.plan.nodes[0].name in gone)
+            # The ranks left wait in an all-reduce with the lost one, deaf to SIGINT, and nothing of theirs is
+            # worth waiting for: the run resumes from its last checkpoint.
+            run.attempt.interrupt(run.control, master_gone=run.plan.nodes[0].name in gone, grace=LOST_GRACE_SECONDS)
 
     # -- a cancel -----------------------------------------------------------------------------
     def watch_cancel(self) -> None:
