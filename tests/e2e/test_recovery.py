@@ -55,7 +55,7 @@ def wait_for_end(env: LocalEnv, cluster: str, run: str, timeout: float = 900) ->
         records = {r["run"]: r for r in json.loads(env.ok("runs", "--name", cluster, "--json").out)}
         if records[run]["state"] in ("succeeded", "failed", "cancelled"):
             return records[run]
-        time.sleep(2)
+        time.sleep(3)  # each look is a CLI process of about 0.9 CPU-seconds, taken from the run
     raise AssertionError(f"run {run} did not end within {timeout}s")
 
 

@@ -25,6 +25,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = "sic"
+# Seconds between two looks at a run: each is a CLI process of about 0.9 CPU-seconds, and on two shared
+# cores a look every second took about a sixth of the machine from the runs being looked at.
+POLL = 3.0
 ADMIN = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}  # the stand-in's administrator
 
 
@@ -174,7 +177,7 @@ def start_train(cli: Cli, run: str, steps: int, save_steps: int, until: int) -> 
         record = run_record(cli, run)
         if record and record["step"] >= until:
             break
-        time.sleep(1)
+        time.sleep(POLL)
     return train
 
 
@@ -190,7 +193,7 @@ def wait_for_end(cli: Cli, run: str, timeout: float = 900, name: str = CLUSTER) 
         record = run_record(cli, run, name)
         if record and record["state"] in ("succeeded", "failed", "cancelled"):
             return record
-        time.sleep(2)
+        time.sleep(POLL)
     raise AssertionError(f"run {run} did not end within {timeout}s")
 
 
@@ -216,7 +219,7 @@ def test_a_sweep_queues_on_the_master_and_its_second_run_recovers_a_spot_interru
     deadline = time.monotonic() + 600
     while train.poll() is None and (run_record(cli, "spot-2") or {}).get("step", 0) < 60:
         assert time.monotonic() < deadline, run_record(cli, "spot-2")
-        time.sleep(1)
+        time.sleep(POLL)
     train.kill()
     train.wait()
     standin.script("interrupt", lost_id, "90")
@@ -254,7 +257,7 @@ def test_two_minutes_of_failing_describe_instances_restart_nothing(standin: Any,
     deadline = time.monotonic() + 300
     while (run_record(cli, "outage") or {}).get("step", 0) < 10:
         assert time.monotonic() < deadline, run_record(cli, "outage")
-        time.sleep(1)
+        time.sleep(POLL)
     before = run_record(cli, "outage")
     assert before is not None
     ends = time.time() + 120
@@ -341,7 +344,7 @@ def test_without_capacity_for_a_replacement_the_run_trains_on_with_fewer_nodes_a
         deadline = time.monotonic() + 600
         while "(2/3 nodes)" not in cli("runs", "--name", CLUSTER).stdout:
             assert time.monotonic() < deadline and train.poll() is None, why(cli, "nocap", run_record(cli, "nocap"))
-            time.sleep(1)
+            time.sleep(POLL)
         assert len(instances()) == 2
     finally:
         standin.script("faults", "capacity=[]")
@@ -460,7 +463,7 @@ def test_a_run_that_loses_every_instance_resumes_from_s3_after_up(standin: Any, 
         record = run_record(cli, "durable")
         ended = record is not None and record["state"] in ("succeeded", "failed", "cancelled")
         assert time.monotonic() < deadline and not ended, f"no checkpoint reached S3: {why(cli, 'durable', record)}"
-        time.sleep(1)
+        time.sleep(POLL)
     boto3.client("ec2").terminate_instances(InstanceIds=[i["InstanceId"] for i in instances()])
     kept = durable_steps(cli, "durable")
     status = cli("status", "--name", CLUSTER)
@@ -568,7 +571,7 @@ def test_a_master_with_a_notice_hands_its_run_and_queue_to_a_successor_with_no_s
     deadline = time.monotonic() + 600
     while (run_record(cli, "noticed", "sicm") or {}).get("step", 0) < 40:
         assert time.monotonic() < deadline, why(cli, "noticed", run_record(cli, "noticed", "sicm"), "sicm")
-        time.sleep(1)
+        time.sleep(POLL)
     old = cli.node_id("node0", "sicm")
     standin.script("interrupt", old, "120")
     try:
@@ -753,7 +756,7 @@ def noticed_while_the_image_bakes(standin: Any, fresh: Cli) -> None:
     deadline = time.monotonic() + 600
     while (run_record(fresh, "early", "sicp") or {}).get("step", 0) < 30:
         assert time.monotonic() < deadline, "the run did not start"
-        time.sleep(1)
+        time.sleep(POLL)
     [pending] = boto3.client("ec2").describe_images(Owners=["self"], Filters=[
         {"Name": "tag:xeoncluster:cluster", "Values": ["sicp"]}])["Images"]
     assert pending["State"] == "pending"
