@@ -564,10 +564,10 @@ def test_a_master_with_a_notice_hands_its_run_and_queue_to_a_successor_with_no_s
     the run, the queue and the lease over: the run succeeds with 0 steps lost, and the queued run starts
     under the new master. The cluster is the one a worker took over in the test before: its new master
     hands over in turn."""
-    # The first outlasts the notice's 120 s, within which the successor is readied.
-    for run, steps in (("noticed", "640"), ("next", "20")):
+    # The first outlasts the notice's 120 s, within which the successor is readied, and the handover.
+    for run, steps in (("noticed", 40 + steps_lasting(cli, 180, "headless", "sicm")), ("next", 20)):
         cli.ok("train", "squad", "--name", "sicm", "--demo", "--run", run, "--detach", "--",
-               "--max-steps", steps, "--save-steps", "2000")
+               "--max-steps", str(steps), "--save-steps", "2000")
     deadline = time.monotonic() + 600
     while (run_record(cli, "noticed", "sicm") or {}).get("step", 0) < 40:
         assert time.monotonic() < deadline, why(cli, "noticed", run_record(cli, "noticed", "sicm"), "sicm")
@@ -583,6 +583,14 @@ def test_a_master_with_a_notice_hands_its_run_and_queue_to_a_successor_with_no_s
     finally:  # the last test checks that nothing of any cluster is left: it must not fail for this one
         cli("down", "--name", "sicm", "--force")
     assert instances("sicm") == []
+
+
+def steps_lasting(cli: Cli, seconds: float, run: str, name: str) -> int:
+    """Steps that train for about `seconds` at the pace of `run`, the cluster's last: the machine's load
+    moves it threefold (CI's other tests), and a fixed count long enough unloaded is minutes too long
+    under load."""
+    pace = ((run_record(cli, run, name) or {}).get("live") or {}).get("steps_per_second")
+    return int(pace * seconds) if pace else 640
 
 
 def stored_run(cli: Cli, run: str, name: str) -> dict[str, Any]:
