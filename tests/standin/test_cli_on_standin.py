@@ -371,11 +371,11 @@ def test_a_run_at_its_max_cost_stops_with_its_checkpoint_stored_and_resume_conti
     cli.ok("train", "squad", "--name", CLUSTER, "--demo", "--run", "ceiling", "--detach",
            "--max-cost", f"{per_hour * 45 / 3600:.3g}", "--", "--max-steps", "100000", "--save-steps", "100000")
     record = assert_ended(cli, "ceiling", "cancelled", 0)
-    stopped = record["durable_step"]
     bucket = cli.state()["storage"]["container"]
     assert record["error"].startswith("stopped at its --max-cost ceiling: $"), record
     assert f"its checkpoint is stored in s3://{bucket}/{cli.runs_key('ceiling')}" in record["error"], record
-    assert stopped > 0 and durable_steps(cli, "ceiling") == [stopped], (stopped, durable_steps(cli, "ceiling"))
+    [stopped] = durable_steps(cli, "ceiling")  # the one the ranks saved as they stopped
+    assert 0 < stopped <= record["step"], (stopped, record)
     shown = " ".join(cli.ok("runs", "--name", CLUSTER).stdout.split())
     assert "run ceiling: stopped at its --max-cost ceiling" in shown and "--run ceiling --resume" in shown, shown
     # The line it printed goes on to the end the user sets now: the same run, from its checkpoint.
