@@ -18,6 +18,7 @@ ten (issue 38).
 """
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -79,7 +80,7 @@ class NodeWatch(BackgroundWatch):
     def _watch(self) -> None:
         silence = ProviderSilence(self.report)
         polls_every = max(1, round(self.interval / self.probe_interval))
-        for tick in range(1, 2**62):
+        for tick in itertools.count(1):
             if self._done.wait(self.probe_interval):
                 return
             if tick % polls_every == 0:
