@@ -147,3 +147,29 @@ def test_the_agent_replaces_a_node_while_the_image_bakes_without_asking_ssm(xc, 
     replacement = next(i for i in cluster_instances(ec2) if i["InstanceId"] == record.node("node1").id)
     assert replacement["ImageId"] == record.image.base
     assert aws.ops("ssm").count("GetParameter") == asked
+
+
+def test_up_replacing_a_lost_master_hands_the_new_one_its_lease(xc, ec2, aws):
+    """The lost master renewed its lease a moment ago. The master `up` puts in its place must hold it:
+    a lease left to the lost one fences the new master's watch agent at its first beat (no heartbeat,
+    no autostop), and the workers it no longer beats power themselves off orphan_minutes later."""
+    import time
+
+    from xeoncluster.cluster.master_lease import LeaseBook
+    from xeoncluster.cluster.state import StateDir
+    from xeoncluster.providers.config import load_config
+
+    assert xc("storage", "init", "--provider", "aws").code == 0
+    assert xc("up", "--name", "t1", "--nodes", "2").code == 0
+    nodes, _ = by_name(xc)
+    record = StateDir("t1").load()
+    provider = xc.provider_factory(load_config(None, record.config), lambda _m: None)
+    book = LeaseBook(provider.open_storage(record.storage), "t1")
+    assert book.take(nodes["node0"]["id"], "node0", time.time(), 180.0) is not None  # the lost master's last beat
+    spot_interrupt(nodes["node0"]["id"])
+    run = xc("up", "--name", "t1")
+    assert run.code == 0, run.err
+    after, _ = by_name(xc)
+    lease = book.current()
+    assert lease is not None and lease.holder == after["node0"]["id"] != nodes["node0"]["id"], lease
+    assert lease.epoch == 2 and lease.holder_name == "node0"

@@ -21,10 +21,10 @@ from collections.abc import Callable
 from xeoncluster.agent.new_master import NewMaster
 from xeoncluster.agent.queue import Queue
 from xeoncluster.agent.run_storage import DRAIN_SECONDS
-from xeoncluster.agent.succession import STALE_SECONDS, Fenced
+from xeoncluster.agent.succession import Fenced
 from xeoncluster.cluster import cluster_files
 from xeoncluster.cluster.command_context import CommandContext
-from xeoncluster.cluster.master_lease import LeaseBook
+from xeoncluster.cluster.master_lease import STALE_SECONDS, LeaseBook
 from xeoncluster.cluster.playbook import load_playbooks
 from xeoncluster.cluster.state import ClusterRecord, atomic_write
 from xeoncluster.core.errors import XeonClusterError

@@ -4,11 +4,9 @@ that finds the lease taken by another node has been replaced: its watch agent st
 from __future__ import annotations
 
 from xeoncluster.agent.replica import Replica
-from xeoncluster.cluster.master_lease import LeaseBook
+from xeoncluster.cluster.master_lease import STALE_SECONDS, LeaseBook
 from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.providers.node_kinds import Node
-
-STALE_SECONDS = 180.0  # three beats unrenewed: a lease nobody keeps is free to take
 
 
 class Fenced(XeonClusterError):

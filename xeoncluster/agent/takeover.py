@@ -22,9 +22,9 @@ from pathlib import Path
 
 from xeoncluster.agent.new_master import NewMaster
 from xeoncluster.agent.stall import ranks_pattern
-from xeoncluster.agent.succession import STALE_SECONDS, Fenced
+from xeoncluster.agent.succession import Fenced
 from xeoncluster.cluster.command_context import CommandContext
-from xeoncluster.cluster.master_lease import LeaseBook, MasterLease
+from xeoncluster.cluster.master_lease import STALE_SECONDS, LeaseBook, MasterLease
 from xeoncluster.cluster.state import ClusterRecord, ClusterStatus
 from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.operations.repair import repair

@@ -25,6 +25,7 @@ from xeoncluster.cluster.untrusted import Timestamp
 from xeoncluster.storage.base import StaleVersion, Storage
 
 NAME = "master-lease.json"
+STALE_SECONDS = 180.0  # three of the watch agent's beats unrenewed: a lease nobody keeps is free to take
 # Every provider's instance ids fit it; LeaseBook narrows it to the provider's own rule where given.
 HOLDER = re.compile(r"[A-Za-z0-9._-]{1,64}")
 LONGEST = 4096  # characters: an honest lease has under 200

@@ -3,14 +3,17 @@ new --idle-minutes/--max-hours/--max-cost/--orphan-minutes in place. A repair ho
 (runs/queue_hold.py), so no queued run starts on the cluster while its nodes change."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.cluster.image import ImagePlan
+from xeoncluster.cluster.master_lease import STALE_SECONDS, LeaseBook
 from xeoncluster.cluster.state import ClusterRecord
 from xeoncluster.core.errors import BusyError, ConfigError
 from xeoncluster.operations.repair import RepairResult, health, repair
 from xeoncluster.providers.base import Node
+from xeoncluster.providers.registry import spec_for
 from xeoncluster.remote.shell import NodeShell
 from xeoncluster.runs import client
 from xeoncluster.runs.queue_hold import queue_held
@@ -53,10 +56,24 @@ def already_up(ctx: CommandContext, record: ClusterRecord) -> UpResult:
             for item in dead:
                 ctx.reporter.warn(f"{item.node.name} is down ({item.reason}); replacing it")
             result = repair(ctx, record, shell, [h.node for h in dead], ctx.config.nodes)
+            hand_lease(ctx, record, next((h.node for h in dead if h.node.is_master), None))
             autostop = rewatch(ctx, record, shell)
     finally:
         shell.close()
     return UpResult(record.name, record.node_list(), None, seconds=result.seconds, repaired=result, autostop=autostop)
+
+
+def hand_lease(ctx: CommandContext, record: ClusterRecord, lost: Node | None) -> None:
+    """The lease of a lost master goes to the one put in its place, before its watch agent starts: left to
+    the lost one, it fences the new master's watch agent at its first beat (cluster/master_lease.py), and
+    the workers it then never beats power themselves off."""
+    new = record.master
+    if lost is None or new is None or record.storage is None:
+        return
+    book = LeaseBook(ctx.provider.open_storage(record.storage), record.name, spec_for(ctx.config.provider).instance_id)
+    if book.take(new.id, new.name, time.time(), STALE_SECONDS, force_from=lost.id) is None:
+        ctx.reporter.warn(f"the master lease is held by another node than the lost {lost.name}; "
+                          f"the new {new.name} does not act as master until it is free")
 
 
 def _refuse_under(active: RunRecord | None, record: ClusterRecord) -> None:
