@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -9,6 +10,10 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# Where the environment forbids bytecode files (CI's does), every CLI call and every agent the tests start
+# compiled the whole package from its source again: a fifth of a CLI call's CPU, on a machine that CI keeps
+# CPU-bound. The tests' subprocesses write and reuse them.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 # Tests that boot machines run one after another on one pytest-xdist worker, in file order (the modules
 # share clusters): the local nodes (namespaces with their sshd, and the tests that look at the machine's
 # namespaces) in one group, the EC2 stand-in (its own namespace and containers) in another, so that the
@@ -29,8 +34,6 @@ class CliResult:
 def run_cli(args: list[str], home: Path, cwd: Path | None = None, timeout: float = 900,
             env_extra: dict[str, str] | None = None) -> CliResult:
     """Run the real console entry point in a subprocess, as a user would."""
-    import os
-
     env = {**os.environ, "XEONCLUSTER_HOME": str(home), **(env_extra or {})}
     proc = subprocess.run([sys.executable, "-m", "xeoncluster.cli", *args], capture_output=True, text=True,
                           cwd=cwd or home, env=env, timeout=timeout)

@@ -213,11 +213,12 @@ def test_a_sweep_queues_on_the_master_and_its_second_run_recovers_a_spot_interru
     node1 gets a 90 s notice: the agent replaces it with its role's credentials while the ranks train
     on, then swaps it in at a step boundary."""
     lost_id = cli.node_id("node1")
+    # The replacement is readied and swapped in well within the 300 steps after the notice (over 200 s at CI's pace).
     train = subprocess.Popen(cli.argv("train", "squad", "--name", CLUSTER, "--demo", "--run", "spot", "--sweep",
-                                      "max_steps=40,400", "--", "--save-steps", "50"),
+                                      "max_steps=40,320", "--", "--save-steps", "50"),
                              env=cli.env(), cwd=cli.home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 600
-    while train.poll() is None and (run_record(cli, "spot-2") or {}).get("step", 0) < 60:
+    while train.poll() is None and (run_record(cli, "spot-2") or {}).get("step", 0) < 20:
         assert time.monotonic() < deadline, run_record(cli, "spot-2")
         time.sleep(POLL)
     train.kill()
@@ -228,14 +229,14 @@ def test_a_sweep_queues_on_the_master_and_its_second_run_recovers_a_spot_interru
     assert first is not None and first["state"] == "succeeded" and record["started_at"] >= first["ended_at"]
     compared = json.loads(cli.ok("runs", "--name", CLUSTER, "--compare", "spot", "--json").stdout)
     assert [(c["run"], c["params"], c["restarts"]) for c in compared] == [
-        ("spot-1", {"max_steps": "40"}, 0), ("spot-2", {"max_steps": "400"}, 1)], compared
+        ("spot-1", {"max_steps": "40"}, 0), ("spot-2", {"max_steps": "320"}, 1)], compared
     # The stand-in's spot price is $0.00001/h: a short run's cost rounds to 0.0 at six decimals.
     assert all(c["cost_usd"] >= 0 and "f1" in c["final"] for c in compared), compared
     fetched = cli.ok("logs", "spot-2", "--name", CLUSTER).stdout
     metrics = json.loads((cli.home / "results" / CLUSTER / "spot-2" / "metrics.json").read_text())
     [restart] = metrics["restarts"]
     assert restart["node"] == "node1" and "spot interruption" in restart["reason"], restart
-    assert metrics["lost_steps"] == 0 and metrics["world_size"] == 3 and metrics["global_steps"] == 400
+    assert metrics["lost_steps"] == 0 and metrics["world_size"] == 3 and metrics["global_steps"] == 320
     assert "agent: rank 1 on " in fetched and "is ready to replace the noticed node" in fetched
     replacement = restart["replacement"]
     by_name = {n["name"]: n["id"] for n in cli.state()["nodes"]}
@@ -483,18 +484,6 @@ def test_a_run_that_loses_every_instance_resumes_from_s3_after_up(standin: Any, 
     assert calls.get(f"xeoncluster-{CLUSTER}-us-east-1 s3:PutObject", 0) >= 1, calls  # the agent stored them
 
 
-def test_zone_a_short_for_one_launch_still_puts_every_node_in_one_zone(standin: Any, cli: Cli) -> None:
-    # Zone a refuses one launch only: a launch that started from zone a again after another moved
-    # on would land there. (Warm, master and workers launch at once, so either may be the refused one.)
-    standin.script("faults", 'capacity=[{"zone": "us-east-1a", "times": 1}]')
-    try:
-        cli.ok("up", "--name", "sicz", "--nodes", "3")
-    finally:
-        standin.script("faults", "capacity=[]")
-    assert len({i["Placement"]["AvailabilityZone"] for i in instances("sicz")}) == 1
-    cli.ok("down", "--name", "sicz")
-
-
 def test_an_idle_cluster_terminates_itself_with_its_master_s_role(standin: Any, cli: Cli) -> None:
     """No run and nobody logged in for a minute: the master's watch agent terminates its own cluster's
     instance with its role's credentials (and nothing of cluster sic, up beside it); `down` removes
@@ -623,8 +612,17 @@ def test_workers_whose_master_is_gone_power_themselves_off(standin: Any, cli: Cl
     """The master is reclaimed with no notice, and nothing can take over (no capacity for a new master):
     its watch agent goes with it, the worker hears no heartbeat for orphan_minutes, and terminates itself
     (an OS shutdown, with the launch's InstanceInitiatedShutdownBehavior=terminate). Nothing of the
-    cluster runs afterwards."""
-    cli.ok("up", "--name", "sico", "--nodes", "2", "--idle-minutes", "0", "--orphan-minutes", "0.5")
+    cluster runs afterwards.
+
+    Its `up` meets zone a short for one launch only, and still puts both nodes in one zone: a launch that
+    started from zone a again after the other moved on would land there. (Warm, master and worker launch
+    at once, so either may be the refused one.)"""
+    standin.script("faults", 'capacity=[{"zone": "us-east-1a", "times": 1}]')
+    try:
+        cli.ok("up", "--name", "sico", "--nodes", "2", "--idle-minutes", "0", "--orphan-minutes", "0.5")
+    finally:
+        standin.script("faults", "capacity=[]")
+    assert len({i["Placement"]["AvailabilityZone"] for i in instances("sico")}) == 1
     deadline = time.monotonic() + 120
     while cli("exec", "--name", "sico", "--", "cat ~/xeoncluster/orphan/minutes").stdout.count("| 0.5") < 2:
         assert time.monotonic() < deadline, "no heartbeat reached both nodes"

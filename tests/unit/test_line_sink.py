@@ -2,7 +2,7 @@
 line that arrives in two reads (an event line of a few hundred bytes, a long log line) must stay one."""
 from __future__ import annotations
 
-from xeoncluster.remote.shell import LineSink
+from xeoncluster.remote.fabric_shell import LineSink
 
 
 def test_a_line_split_across_reads_stays_whole_and_the_last_one_comes_at_the_end() -> None:

@@ -16,7 +16,8 @@ import pytest
 
 from xeoncluster.core.errors import RemoteError
 from xeoncluster.providers.base import Node
-from xeoncluster.remote.shell import FabricShell, SshIdentity
+from xeoncluster.remote.fabric_shell import FabricShell
+from xeoncluster.remote.shell import SshIdentity
 
 SSHD = "/usr/sbin/sshd"
 
@@ -90,7 +91,7 @@ def test_paramiko_s_own_log_lines_stay_off_the_terminal() -> None:
     """In a plain interpreter, as the CLI runs (pytest installs log handlers of its own)."""
     import sys
 
-    code = ("import logging, xeoncluster.remote.shell; "
+    code = ("import logging, xeoncluster.remote.fabric_shell; "
             "logging.getLogger('paramiko.transport').error('Socket exception: Connection reset by peer (104)')")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "Socket exception" not in result.stderr

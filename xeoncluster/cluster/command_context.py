@@ -19,11 +19,18 @@ from xeoncluster.core.progress import Reporter
 from xeoncluster.providers.base import Provider
 from xeoncluster.providers.config import ClusterConfig, default_config_path, load_config, read_yaml
 from xeoncluster.providers.factory import locate_without_state, make_provider
-from xeoncluster.remote.shell import FabricShell, NodeShell, SshIdentity
+from xeoncluster.remote.shell import NodeShell, SshIdentity
 
 ProviderFactory = Callable[[ClusterConfig, Callable[[str], None]], Provider]
 ShellFactory = Callable[[SshIdentity], NodeShell]
 TARGET_KEYS = ("name", "provider", "region", "profile")
+
+
+def fabric_shell(identity: SshIdentity) -> NodeShell:
+    """SSH through Fabric, imported when a command first dials a node (remote/shell.py says why)."""
+    from xeoncluster.remote.fabric_shell import FabricShell
+
+    return FabricShell(identity)
 
 
 @dataclass
@@ -34,7 +41,7 @@ class CommandContext:
     state: StateDir
     provider: Provider
     reporter: Reporter
-    shell_factory: ShellFactory = FabricShell
+    shell_factory: ShellFactory = fabric_shell
 
     def identity(self) -> SshIdentity:
         return SshIdentity(user=self.config.ssh.user or "root", key=self.state.key,
@@ -105,4 +112,4 @@ def make_context(config: ClusterConfig, provider_factory: ProviderFactory | None
     reporter = Reporter()
     provider = (provider_factory or make_provider)(config, reporter.info)
     return CommandContext(config=config, state=StateDir(config.name), provider=provider, reporter=reporter,
-                          shell_factory=shell_factory or FabricShell)
+                          shell_factory=shell_factory or fabric_shell)

@@ -18,7 +18,7 @@ from typing import Annotated
 from pydantic import Field
 
 from xeoncluster.core.errors import XeonClusterError
-from xeoncluster.job.train_plan import RUN_NAME
+from xeoncluster.job.train_request import RUN_NAME
 from xeoncluster.providers.base import Node
 from xeoncluster.providers.node_kinds import Role
 

@@ -15,6 +15,7 @@ from xeoncluster.job.tracker_env import tracker_env
 from xeoncluster.job.train_request import (
     DEFAULT_MAX_RESTARTS,
     DEFAULT_STALL_MINUTES,
+    RUN_NAME,
     AnyRequest,
     ScriptRequest,
     TaskRequest,
@@ -85,9 +86,6 @@ def parse_env(pairs: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
             raise ConfigError(f"--env {pair!r}: expected NAME=VALUE", hint="e.g. --env KMP_BLOCKTIME=0")
         result.append((key, value))
     return tuple(result)
-
-
-RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
 def check_run_name(run: str | None) -> None:

@@ -5,9 +5,13 @@ options that mean something to it, over what every run has (TrainRequest). `kind
 in request.json."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+# A run name becomes a folder on the laptop and on every node, and a key in storage.
+RUN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 SCRIPT_TASK = "script"
 DEFAULT_MAX_RESTARTS = 2

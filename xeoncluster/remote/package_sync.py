@@ -11,12 +11,15 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from xeoncluster.core.errors import ConfigError, RemoteError
 from xeoncluster.providers.base import Node
 from xeoncluster.remote.command import in_turn, quietly, remote_command, written_to
-from xeoncluster.remote.shell import NodeShell
 from xeoncluster.wire.layout import PACKAGE_ROOT
+
+if TYPE_CHECKING:  # paramiko's import is a tenth of a CLI call's: a digest needs none of it
+    from xeoncluster.remote.shell import NodeShell
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 
 from xeoncluster.cluster import untrusted
 from xeoncluster.job.sweep import KEY
-from xeoncluster.job.train_plan import RUN_NAME
+from xeoncluster.job.train_request import RUN_NAME
 from xeoncluster.runs.record import RunRecord
 
 VALUE_LIMIT = 200

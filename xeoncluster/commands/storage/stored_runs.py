@@ -12,7 +12,7 @@ from xeoncluster.cluster import untrusted
 from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.commands.train.train_results import Fetched, results_dir
 from xeoncluster.core.errors import ConfigError
-from xeoncluster.job.train_plan import RUN_NAME
+from xeoncluster.job.train_request import RUN_NAME
 from xeoncluster.runs.record import RunRecord
 from xeoncluster.runs.record_checks import checked, not_a_record
 from xeoncluster.runs.stored_checkpoints import durable_steps
