@@ -16,6 +16,7 @@ from xeoncluster.node.events.events import (
     EvalEvent,
     FailedEvent,
     FinishedEvent,
+    HeldEvent,
     NoticeEvent,
     ReadyEvent,
     StartedEvent,
@@ -66,6 +67,7 @@ FLAT_LINES = (
     '"total": 10, "version": 2}',
     '{"kind": "ready", "metrics": {"startup_libraries_s": 3.5}, "node": "10.0.0.3", "rank": 1, "step": 0, "time": 1.5, '
     '"total": 10, "version": 2}',
+    '{"kind": "held", "node": "10.0.0.2", "rank": 0, "time": 1.7, "version": 2}',
     '{"kind": "step", "loss": 0.5, "node": "10.0.0.2", "rank": 0, "step": 1, "time": 2.0, "total": 10, "version": 2}',
     '{"kind": "eval", "metrics": {"em": null, "f1": 80.5}, "node": "10.0.0.2", "rank": 0, "step": 5, "time": 3.0, '
     '"total": 10, "version": 2}',
@@ -82,8 +84,8 @@ FLAT_LINES = (
 
 def test_each_kind_parses_to_its_own_class_and_prints_the_same_bytes() -> None:
     events = read_events("\n".join(FLAT_LINES))
-    assert [type(e) for e in events] == [StartedEvent, ReadyEvent, StepEvent, EvalEvent, CheckpointEvent, NoticeEvent,
-                                         StoppedEvent, FinishedEvent, FailedEvent]
+    assert [type(e) for e in events] == [StartedEvent, ReadyEvent, HeldEvent, StepEvent, EvalEvent, CheckpointEvent,
+                                         NoticeEvent, StoppedEvent, FinishedEvent, FailedEvent]
     assert sorted(e.kind for e in events) == sorted(EVENT_TYPES)  # every kind, each once
     assert tuple(e.to_json() for e in events) == FLAT_LINES
     failed = events[-1]
@@ -91,7 +93,7 @@ def test_each_kind_parses_to_its_own_class_and_prints_the_same_bytes() -> None:
 
 
 def test_an_unknown_kind_is_skipped_and_fields_of_another_kind_are_dropped() -> None:
-    text = '{"kind": "rebalanced", "time": 1.0}\n' + FLAT_LINES[2]
+    text = '{"kind": "rebalanced", "time": 1.0}\n' + FLAT_LINES[3]
     assert [e.kind for e in read_events(text)] == ["step"]
     with pytest.raises(ValueError, match="unknown event kind"):
         event_from_json('{"kind": "rebalanced", "time": 1.0}')

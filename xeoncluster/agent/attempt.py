@@ -42,23 +42,28 @@ class Outcome:
 
 
 class Attempt:
+    """`pid_file`: mpiexec's pid, in the run's folder; `held`: a job started ahead (agent/prestart.py), whose
+    log lines wait in memory until `release_log()`, so that the log does not mix them with the old job's."""
+
     def __init__(self, ctx: CommandContext, plan: LaunchPlan, files: RunFiles,
-                 on_event: Callable[[RunEvent], None]) -> None:
+                 on_event: Callable[[RunEvent], None], pid_file: str = LAUNCHER_PID, held: bool = False) -> None:
         self.ctx, self.plan, self.files, self.on_event = ctx, plan, files, on_event
         self.master: Node = plan.nodes[0]
         self.run_dir = RemoteLayout(plan.home).run_dir(plan.run)
+        self.pid_file = f"{self.run_dir}/{pid_file}"
         self._streaming: NodeShell | None = None
         self._lock = threading.Lock()
+        self._held: list[str] | None = [] if held else None
 
     def run(self, shell: NodeShell) -> Outcome:
         outcome = Outcome(-1)
         self._streaming = shell
-        command = all_of(remote_command("mkdir", "-p", self.run_dir),
-                         remote_command("rm", "-f", f"{self.run_dir}/{STOP_FILE}"),
-                         written_to("echo $$", f"{self.run_dir}/{LAUNCHER_PID}"), self.plan.exec_command())
+        # A job started ahead must not take the stop request the job it follows is about to get.
+        stop = () if self._held is not None else (remote_command("rm", "-f", f"{self.run_dir}/{STOP_FILE}"),)
+        command = all_of(remote_command("mkdir", "-p", self.pid_file.rsplit("/", 1)[0]), *stop,
+                         written_to("echo $$", self.pid_file), self.plan.exec_command())
         with open(self.files.log, "a") as log, open(self.files.events, "a") as events:
-            log.write(f"$ {self.plan.command()}\n")
-            log.flush()
+            self._write(log, f"$ {self.plan.command()}")
             sink = self._sink(log, events, outcome)
             try:
                 result = shell.stream([self.master], command, sink)[self.master.name]
@@ -75,14 +80,26 @@ class Attempt:
                 if log.closed:  # the stream's last lines after an interrupt
                     return
                 if event is None:
-                    log.write(line + "\n")
-                    log.flush()
+                    self._write(log, line)
                     return
                 events.write(event.to_json() + "\n")
                 events.flush()
                 outcome.events.append(event)
             self.on_event(event)
         return sink
+
+    def _write(self, log: TextIO, line: str) -> None:
+        if self._held is not None:
+            self._held.append(line)
+            return
+        log.write(line + "\n")
+        log.flush()
+
+    def release_log(self) -> None:
+        """The job started ahead is the run's now: its lines so far, then each as it comes, go to the log."""
+        with self._lock, open(self.files.log, "a") as log:
+            held, self._held = self._held or [], None
+            log.writelines(line + "\n" for line in held)
 
     def ask_to_stop(self, shell: NodeShell) -> None:
         """The ranks checkpoint at the next step boundary and stop (rank 0 polls this file). `shell` is
@@ -105,7 +122,7 @@ class Attempt:
         the master gone, end the stream's own connection, which would otherwise hang."""
         if not master_gone:
             try:
-                shell.run([self.master], stop_command(f"{self.run_dir}/{LAUNCHER_PID}", grace))
+                shell.run([self.master], stop_command(self.pid_file, grace))
                 return
             except XeonClusterError:
                 pass

@@ -8,6 +8,7 @@ from dataclasses import InitVar, dataclass, field, replace
 from xeoncluster.agent.attempt import Attempt
 from xeoncluster.agent.handover import Handover
 from xeoncluster.agent.pace import Pace
+from xeoncluster.agent.prestart import Ahead
 from xeoncluster.agent.proactive import Replacement
 from xeoncluster.agent.record_keeper import RecordKeeper
 from xeoncluster.agent.regrowth import Regrowth
@@ -43,6 +44,7 @@ class CurrentRun:
     replacements: dict[str, Replacement] = field(default_factory=dict)
     handover: Handover | None = None  # the master's successor, launched on the master's notice
     growth: Regrowth | None = None  # the nodes a shrunk run asks for, to grow back
+    ahead: Ahead | None = None  # the next job, started and held while this one trains (agent/prestart.py)
 
     @classmethod
     def open(cls, ctx: CommandContext, files: RunFiles, submission: Submission) -> CurrentRun:

@@ -9,13 +9,14 @@ import time
 from xeoncluster.agent.cost_ceiling import reached
 from xeoncluster.agent.current_run import CurrentRun
 from xeoncluster.agent.handover import Handover
+from xeoncluster.agent.prestart import start_ahead
 from xeoncluster.agent.proactive import Replacement
 from xeoncluster.agent.stall import stop_stalled
 from xeoncluster.cluster.state import ClusterRecord
 from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.job.train_request import ScriptRequest
+from xeoncluster.node.diagnostics.startup_clock import HELD, read_parts
 from xeoncluster.node.diagnostics.startup_clock import describe as describe_startup
-from xeoncluster.node.diagnostics.startup_clock import read_parts
 from xeoncluster.node.events.events import PARAMETERS, NoticeEvent, RunEvent
 from xeoncluster.operations.train_prepare import Preparer
 from xeoncluster.providers.abilities import AgentOnMaster, inter_zone_usd_per_gb
@@ -69,7 +70,7 @@ class RunWatches:
         slowest = max(self.run.record.startup, key=lambda r: r.seconds, default=None)
         if slowest is None or slowest.rank == 0 or not slowest.parts:
             return ""
-        part, seconds = max(slowest.parts.items(), key=lambda item: item[1])
+        part, seconds = max(((p, s) for p, s in slowest.parts.items() if p != HELD), key=lambda item: item[1])
         return (f"relaunched: the slowest rank to start was rank {slowest.rank} on {slowest.node}, "
                 f"{slowest.seconds:.1f}s, most of it {part.replace('_', ' ')} ({seconds:.1f}s)")
 
@@ -118,10 +119,16 @@ class RunWatches:
                                                                     data_too)
 
     def _replacement_ready(self, node: Node) -> None:
-        if self.run.attempt is not None:
-            self.run.note(f"{node.name} is ready to replace the noticed node; asking the ranks to stop at the next "
-                          "step")
-            self.run.attempt.ask_to_stop(self.run.control)
+        """The job that follows the swap starts first and waits, held; then the ranks are asked to stop."""
+        run = self.run
+        if run.attempt is None:
+            return
+        old = next((r.old for r in run.replacements.values() if r.new is node), None)
+        if old is not None and run.ahead is None:
+            with contextlib.closing(run.ctx.shell()) as shell:
+                run.ahead = start_ahead(run, shell, old, node, self.on_event)
+        run.note(f"{node.name} is ready to replace the noticed node; asking the ranks to stop at the next step")
+        run.attempt.ask_to_stop(run.control)
 
     def _no_replacement(self, why: str) -> None:
         """The ranks stop now, checkpointed: the recovery tries once more, else trains on without the node, and

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from dataclasses import replace
 
 from xeoncluster.agent.attempt import Attempt, Outcome
@@ -20,6 +21,7 @@ from xeoncluster.agent.final_metrics import write_final_metrics
 from xeoncluster.agent.handover import HOLDER, hand_over
 from xeoncluster.agent.node_watch import NodeWatch
 from xeoncluster.agent.pace import Pace
+from xeoncluster.agent.prestart import Ahead
 from xeoncluster.agent.queue import Queue
 from xeoncluster.agent.record_keeper import RecordKeeper
 from xeoncluster.agent.regrowth import Regrowth, size_of
@@ -47,6 +49,7 @@ class Supervisor:
         self.run_now = CurrentRun.open(ctx, files, submission)
         self.relaunch = submission.relaunch
         self.watches = RunWatches(self.run_now)
+        self.released: Ahead | None = None  # a job started ahead, released: the next attempt follows it
 
     @property
     def record(self) -> RunRecord:
@@ -109,6 +112,9 @@ class Supervisor:
                 return self.finish(RunState.SUCCEEDED, 0)
             if run.cancelled.is_set():
                 return self._cancelled()
+            if run.ahead is not None and (run.handover is not None or run.growth is not None):
+                run.ahead.drop(run.control)  # a swap's job started ahead has no place in a handover or a growth
+                run.ahead = None
             if run.handover is not None and run.handover.ready and outcome.last(StoppedEvent) is not None:
                 if self._hand_over():
                     return 0
@@ -128,19 +134,43 @@ class Supervisor:
             run.keeper.restarted(restart)
             run.note(restart.describe())
             run.request = replace(run.request, resume=True)
-            plan = prepare_again(run, shell, plan)
+            plan = self._released() or prepare_again(run, shell, plan)
+
+    def _released(self) -> LaunchPlan | None:
+        """The job started ahead of the swap (agent/prestart.py), released now that the checkpoint is on every
+        node: its plan, which the next attempt follows; None when there is none or it no longer fits."""
+        run = self.run_now
+        ahead, run.ahead = run.ahead, None
+        if ahead is None:
+            return None
+        releasing = time.monotonic()
+        cluster = run.ctx.state.load()
+        try:
+            if cluster is None or not ahead.fits(cluster.node_list()):
+                raise XeonClusterError("the nodes changed since it started")
+            ahead.release(run.control)
+        except XeonClusterError as exc:
+            run.note(f"the job started ahead is dropped ({exc.one_line()}); the run starts again instead")
+            ahead.drop(run.control)
+            return None
+        self.released = ahead
+        run.plan = ahead.plan
+        run.keeper.prepared(round(time.monotonic() - releasing, 3))
+        run.note(f"released the job started ahead on {', '.join(n.name for n in ahead.plan.nodes)}")
+        return ahead.plan
 
     def _attempt(self, shell: NodeShell, plan: LaunchPlan) -> Outcome:
         run, watches = self.run_now, self.watches
         run.files.launch.write_text(json.dumps(plan.to_dict(), indent=2))
-        run.attempt = Attempt(run.ctx, plan, run.files, watches.on_event)
+        ahead, self.released = self.released, None
+        run.attempt = ahead.attempt if ahead is not None else Attempt(run.ctx, plan, run.files, watches.on_event)
         run.pace, run.stalled = Pace(), ""
         run.keeper.running([n.name for n in plan.nodes], plan.ranks.world_size, self._ask_for_missing(plan))
         watched = list(plan.nodes) if run.interruptions_left() else []
         usage = UsageWatch(run.ctx, list(plan.nodes), plan.home, run.files, watches.on_usage, watches.check_stall,
                            scalars=UsageScalars(run.files.tensorboard))
         with NodeWatch(run.ctx, watched, watches.on_gone, run.note), usage:
-            return run.attempt.run(shell)
+            return ahead.follow() if ahead is not None else run.attempt.run(shell)
 
     def _ask_for_missing(self, plan: LaunchPlan) -> int:
         """A run on fewer nodes than its cluster's size (a shrink) asks for the missing ones while it trains;
@@ -175,6 +205,9 @@ class Supervisor:
         run = self.run_now
         if run.growth is not None:
             run.growth.stop()
+        if run.ahead is not None:  # started for a swap that did not come (the run ended first)
+            run.ahead.drop(run.control)
+            run.ahead = None
         self._forget_env()  # before the record says the run ended: whoever reads that finds the values gone
         run.keeper.ending()  # the cost up to the end, which metrics.json carries
         if state is RunState.SUCCEEDED:

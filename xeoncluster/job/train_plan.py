@@ -26,6 +26,7 @@ from xeoncluster.node.rank_env import (
     STOP_FILE,
     XC_BATCH_WORLD,
     XC_ENV_FILE,
+    XC_HOLD_FILE,
     XC_NOTICE_POLICY,
     XC_NOTICES,
     XC_STACK,
@@ -38,7 +39,7 @@ from xeoncluster.providers.base import Node
 from xeoncluster.providers.node_kinds import Market, Role
 from xeoncluster.providers.registry import storage_forms
 from xeoncluster.providers.shared_settings import StorageSettings
-from xeoncluster.topology import CpuTopology, RankPlan, mpirun_command, plan_ranks, render_command
+from xeoncluster.topology import MASTER_PORT, CpuTopology, RankPlan, mpirun_command, plan_ranks, render_command
 from xeoncluster.wire.layout import NODE_MODULE, PACKAGE_ROOT, RemoteLayout
 
 TASKS = ("squad", "glue")
@@ -47,6 +48,7 @@ DEFAULT_MODEL = "distilbert-base-uncased"
 DEFAULT_DATASETS = {"squad": "squad", "glue": "glue"}
 REDACTED = "<redacted>"
 ENV_FILE = "env"  # in the run's folder on every node: --env values, mode 0600, read by `python -m xeoncluster.node`
+AHEAD_PORT = "29501"  # a job started ahead joins its process group here while the job it follows holds 29500
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ class LaunchPlan:
     notes: tuple[str, ...] = ()
     user_env: tuple[str, ...] = ()  # names from --env; their values travel only in the 0600 env file
     signal_ranks: bool = False      # a user's script: a stop also sends SIGTERM to every rank
+    program: tuple[str, ...] = ()   # what each rank runs (argv's tail)
 
     def command(self) -> str:
         # Only the master holds the cluster key, so Hydra must start every proxy itself rather
@@ -69,6 +72,19 @@ class LaunchPlan:
     def exec_command(self) -> str:
         """command() with the launcher exec'ed, so that the remote shell's $$ is mpiexec's pid."""
         return f"{LAUNCHER_ENV} exec {render_command(self.argv)}"
+
+    def ahead(self, hostfile: str, release: str, busy_port: str) -> LaunchPlan:
+        """This launch, started while another job of the run still trains (agent/prestart.py): its nodes from
+        `hostfile`, its rendezvous on the port the other does not hold, its ranks held until `release`."""
+        port = AHEAD_PORT if busy_port != AHEAD_PORT else MASTER_PORT
+        kept = ((key, port if key == "MASTER_PORT" else value) for key, value in self.ranks.env if key != XC_HOLD_FILE)
+        env = (*kept, (XC_HOLD_FILE, release))
+        ranks = replace(self.ranks, env=env)
+        return replace(self, ranks=ranks, argv=tuple(mpirun_command(self.argv[0], hostfile, ranks, self.program)))
+
+    @property
+    def port(self) -> str:
+        return self.ranks.env_dict().get("MASTER_PORT", MASTER_PORT)
 
     def to_dict(self) -> dict[str, object]:
         return {"run": self.run, "nodes": [n.name for n in self.nodes], "world_size": self.ranks.world_size,
@@ -276,7 +292,8 @@ def build_plan(request: AnyRequest, stack: Stack, nodes: list[Node], topology: C
     layout = RemoteLayout(home)
     argv = mpirun_command(layout.mpiexec, layout.hostfile, ranks, program)
     return LaunchPlan(run, tuple(nodes), topology, ranks, tuple(argv), home, ranks.notes,
-                      tuple(name for name, _ in request.env), signal_ranks=isinstance(request, ScriptRequest))
+                      tuple(name for name, _ in request.env), signal_ranks=isinstance(request, ScriptRequest),
+                      program=tuple(program))
 
 
 UNTUNED_KEEP = ("MASTER_ADDR", "MASTER_PORT")

@@ -24,6 +24,8 @@ XC_RESUME = "XC_RESUME"
 XC_RESUME_FROM = "XC_RESUME_FROM"
 XC_NODE_INDEX = "XC_NODE_INDEX"
 XC_BATCH_WORLD = "XC_BATCH_WORLD"
+XC_HOLD_FILE = "XC_HOLD_FILE"
+XC_HOLD_SECONDS = "XC_HOLD_SECONDS"
 
 STOP_FILE = "stop-request"  # in the run's folder on every node: its presence asks the ranks to stop
 
@@ -53,4 +55,8 @@ CONTRACT: tuple[Variable, ...] = (
     Variable(XC_NODE_INDEX, "the pod's node index on Kubernetes", "kube/pod"),
     Variable(XC_BATCH_WORLD, "the world size the run's global batch was set for; WORLD_SIZE differs after a "
              "shrink or a grow-back, and the batch is per rank x accumulation x this", "train_plan"),
+    Variable(XC_HOLD_FILE, "a job started ahead of a swap: the ranks start, join, load the model and the data, then "
+             "wait for this file before they resume from the newest checkpoint", "agent/prestart"),
+    Variable(XC_HOLD_SECONDS, "how long such ranks wait for their release before they give up (default 600)",
+             "agent/prestart"),
 )

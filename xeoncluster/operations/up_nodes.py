@@ -65,16 +65,19 @@ def playbook_runner(ctx: CommandContext, shell: NodeShell) -> PlaybookRunner:
 
 
 def write_cluster_files(ctx: CommandContext, nodes: list[Node], shell: NodeShell) -> None:
-    master = nodes[0]
+    shell.put_files(nodes[0], [*master_ssh_files(ctx, nodes), RemoteFile(HOSTFILE, cluster_files.hostfile(nodes))])
+    atomic_write(ctx.state.hostfile, cluster_files.hostfile(nodes), 0o644)
+
+
+def master_ssh_files(ctx: CommandContext, nodes: list[Node]) -> list[RemoteFile]:
+    """What lets the master (mpiexec) reach each of `nodes` by name: the key, its ssh_config and pins."""
     user = ctx.identity().user
     known = read_known(ctx.state)
-    shell.put_files(master, [
+    return [
         RemoteFile(MASTER_KEY, ctx.state.key.read_text(), 0o600),
         RemoteFile(SSH_CONFIG, cluster_files.master_ssh_config(nodes, user), 0o600),
         RemoteFile(KNOWN_HOSTS, cluster_files.known_hosts([(n, known[n.name]) for n in nodes], address="private_ip")),
-        RemoteFile(HOSTFILE, cluster_files.hostfile(nodes)),
-    ])
-    atomic_write(ctx.state.hostfile, cluster_files.hostfile(nodes), 0o644)
+    ]
 
 
 def mesh_command(nodes: list[Node]) -> str:

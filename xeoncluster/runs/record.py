@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from xeoncluster.cluster.state import atomic_write
 from xeoncluster.cluster.untrusted import Amount, Count, ExitCode, Measure, Pid, Timestamp
-from xeoncluster.node.diagnostics.startup_clock import PARTS
+from xeoncluster.node.diagnostics.startup_clock import HELD, PARTS
 from xeoncluster.runs.zone_traffic import ZoneTraffic
 from xeoncluster.wire.contract import Versioned
 from xeoncluster.wire.layout import RunFolder
@@ -123,7 +123,8 @@ class RankStartup(BaseModel):
 
     @property
     def seconds(self) -> float:
-        return sum(self.parts.values())
+        """Its start's own time: a job started ahead waited for its release too (`held`), which is no start."""
+        return sum(seconds for name, seconds in self.parts.items() if name != HELD)
 
 
 class NodeUse(BaseModel):

@@ -7,8 +7,9 @@ TASK_RESULTS = ("metrics.json", "predictions.json", "null_odds.json", "loss.png"
 # The agent's final metrics.json while it is written, renamed over metrics.json once whole.
 FINAL_METRICS_TMP = ".xc-metrics.json"
 # tensorboard/: the ranks' TensorBoard files, which storage keeps (and `xeoncluster tensorboard` fetches) apart.
+# .xc-ahead/: a job started ahead of a swap (agent/prestart.py): its hostfile, pid file and release.
 INTERNAL = ("env", "stop-request", "launcher.pid", "progress.json", ".xc-storage", ".xc-storage.tar",
-            ".xc-results.tar.gz", "model.tar.gz", FINAL_METRICS_TMP, "tensorboard")
+            ".xc-results.tar.gz", "model.tar.gz", FINAL_METRICS_TMP, "tensorboard", ".xc-ahead")
 
 
 def is_output(name: str) -> bool:

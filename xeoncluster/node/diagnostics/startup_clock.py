@@ -18,7 +18,8 @@ SUFFIX = "_s"
 # In the order a built-in task passes them. Events carry metrics with sorted keys: this order is what
 # puts them back.
 PARTS = ("python", "libraries", "data", "torch", "process_group", "model", "features", "trainer", "eval_before",
-         "resume")
+         "held", "resume")
+HELD = "held"  # a job started ahead waits for its release: not startup, but the old job's last steps
 
 
 def process_started() -> float | None:
@@ -66,9 +67,21 @@ def read_parts(metrics: dict[str, float | None]) -> dict[str, float]:
 
 
 def describe(metrics: dict[str, float | None]) -> str:
-    """`12.3s (python 0.4, libraries 3.1, ...)` from a `started` event's metrics; "" without parts."""
+    """`12.3s (python 0.4, libraries 3.1, ...)` from a `started` event's metrics; "" without parts. A job started
+    ahead of its release says what came after the release first: that is the pause."""
     parts = read_parts(metrics)
     if not parts:
         return ""
+    if HELD not in parts:
+        return _listed(parts)
+    names = list(parts)
+    cut = names.index(HELD)
+    before = {name: parts[name] for name in names[:cut]}
+    after = {name: parts[name] for name in names[cut + 1:]}
+    return (f"{_listed(after) if after else '0.0s'} after its release, having started {_listed(before)} ahead of it "
+            f"and waited {parts[HELD]:.1f}s")
+
+
+def _listed(parts: dict[str, float]) -> str:
     listed = ", ".join(f"{name.replace('_', ' ')} {seconds:.1f}" for name, seconds in parts.items())
     return f"{sum(parts.values()):.1f}s ({listed})"

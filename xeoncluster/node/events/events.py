@@ -76,6 +76,13 @@ class ReadyEvent(_Measured):
 
 
 @dataclass(frozen=True, kw_only=True)
+class HeldEvent(Progress):
+    """Rank 0's, once every rank of a job started ahead (XC_HOLD_FILE) is ready and waits for its release."""
+
+    kind: Literal["held"] = field(default="held", init=False)
+
+
+@dataclass(frozen=True, kw_only=True)
 class StepEvent(Progress):
     kind: Literal["step"] = field(default="step", init=False)
     loss: float | None = None
@@ -116,8 +123,8 @@ class FailedEvent(_Event):
     lines: tuple[str, ...] = ()    # the last lines of the error
 
 
-RunEvent = (StartedEvent | ReadyEvent | StepEvent | EvalEvent | CheckpointEvent | StoppedEvent | FinishedEvent
-            | NoticeEvent | FailedEvent)
+RunEvent = (StartedEvent | ReadyEvent | HeldEvent | StepEvent | EvalEvent | CheckpointEvent | StoppedEvent
+            | FinishedEvent | NoticeEvent | FailedEvent)
 # kind -> its class, read from the classes: each kind's literal is written once, in its class
 EVENT_TYPES: dict[str, type[RunEvent]] = {cls.__dataclass_fields__["kind"].default: cls for cls in get_args(RunEvent)}
 

@@ -7,14 +7,15 @@ import os
 import sys
 import time
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from xeoncluster.node.checkpoints.interruption import NoticeWatcher, StepMarker, StopOnNotice, WatchSettings
 from xeoncluster.node.checkpoints.resume_point import agreed_checkpoint, checkpoint_step
-from xeoncluster.node.diagnostics.startup_clock import StartupClock
+from xeoncluster.node.diagnostics.startup_clock import HELD, StartupClock
 from xeoncluster.node.diagnostics.thread_dumps import dump_stacks_on_signal
 from xeoncluster.node.events.event_reporter import EventReporter
-from xeoncluster.node.events.events import EXIT_STOPPED, FinishedEvent, StoppedEvent, emit
+from xeoncluster.node.events.events import EXIT_STOPPED, FinishedEvent, HeldEvent, StoppedEvent, emit
 from xeoncluster.node.events.loss_curve import curve_from_history, write_loss_png
 from xeoncluster.node.events.reporting import (
     RunFacts,
@@ -23,8 +24,10 @@ from xeoncluster.node.events.reporting import (
     seconds_per_epoch,
     write_metrics,
 )
+from xeoncluster.node.rank_env import XC_HOLD_FILE, XC_HOLD_SECONDS
 from xeoncluster.node.startup import distributed
 from xeoncluster.node.startup.errors import TrainingError
+from xeoncluster.node.startup.hold import HOLD_SECONDS, wait_for_release
 from xeoncluster.node.startup.precision import cpu_flags_text, has_native_bf16, resolve_precision
 from xeoncluster.node.startup.run_config import RunConfig
 from xeoncluster.node.startup.stack_check import StackError, StackPlan, installed_versions, plan_stack
@@ -149,6 +152,7 @@ def _train(
     if before is not None:
         _say(info, f"eval before training: {_format(before)}")
         clock.mark("eval_before")
+    _hold(info, clock)
     checkpoint, resumed_step = _resume_point(config, info)
     stop = _watch_for_notices(trainer, config, info, clock)
     started = time.monotonic()
@@ -234,13 +238,29 @@ def _run_facts(config: RunConfig, info: distributed.DistInfo, plan: StackPlan, p
     )
 
 
+def _hold(info: distributed.DistInfo, clock: StartupClock) -> None:
+    """Started ahead of a swap (XC_HOLD_FILE): every rank is ready, rank 0 says so, and each waits for its
+    release on its node (node/startup/hold.py)."""
+    release = os.environ.get(XC_HOLD_FILE)
+    if not release:
+        return
+    if info.is_distributed:
+        import torch.distributed as dist
+
+        dist.barrier()
+    if info.is_main:
+        emit(HeldEvent(node=distributed.own_address()))
+    seconds = os.environ.get(XC_HOLD_SECONDS)
+    waited = wait_for_release(Path(release), float(seconds) if seconds else HOLD_SECONDS)
+    _say(info, f"released after {waited:.1f}s held, ready to resume")
+    clock.mark(HELD)
+
+
 def _resume_point(config: RunConfig, info: distributed.DistInfo) -> tuple[Any, int | None]:
     checkpoint = agreed_checkpoint(config.output_dir) if config.resume else None
     if config.resume:
         _say(info, f"resuming from {checkpoint}" if checkpoint else "no checkpoint to resume; starting fresh")
     if checkpoint:
-        from pathlib import Path
-
         from xeoncluster.node.checkpoints.node_checkpoint import rng_state_for_world
 
         rng_state_for_world(Path(checkpoint), info.rank, info.world_size)  # saved by another world, maybe

@@ -1,0 +1,142 @@
+"""A resume that is already running: the next job of a run, started while the current one trains.
+
+When a noticed worker's replacement is ready, the agent does not stop the ranks at once. It first starts
+the job that follows on the nodes the run will have (the survivors and the replacement): its ranks import
+the libraries, join a process group of their own (the other rendezvous port), load the model, build the
+features, and then wait, held (node/startup/hold.py). Only then are the old ranks asked to stop at a step
+boundary. Once their checkpoint is on every node (the swap), the agent releases the held ranks, which
+resume from it: the pause is the checkpoint, the swap and the checkpoint's load, not a new job's start.
+
+Anything that goes another way (the held job fails, a node is lost without a word, the run is cancelled)
+drops the held job, and the run relaunches the usual way.
+"""
+from __future__ import annotations
+
+import contextlib
+import secrets
+import threading
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from xeoncluster.agent.attempt import Attempt, Outcome
+from xeoncluster.cluster import cluster_files
+from xeoncluster.core.errors import XeonClusterError
+from xeoncluster.job.train_plan import LaunchPlan
+from xeoncluster.job.train_request import TaskRequest
+from xeoncluster.node.events.events import RunEvent
+from xeoncluster.operations.train_prepare import Preparer
+from xeoncluster.operations.up_nodes import master_ssh_files
+from xeoncluster.providers.base import Node
+from xeoncluster.remote.command import all_of, remote_command
+from xeoncluster.remote.shell import NodeShell, RemoteFile
+from xeoncluster.wire.layout import RemoteLayout
+
+if TYPE_CHECKING:  # the run holds its job started ahead: a runtime import would go in a circle
+    from xeoncluster.agent.current_run import CurrentRun
+
+FOLDER = ".xc-ahead"  # in the run's folder: the held job's hostfile, pid file and release
+HELD_WITHIN_SECONDS = 180.0  # a start takes 5-20 s; one that takes this long is not worth waiting for
+DROP_SECONDS = 30.0
+
+
+class Ahead:
+    """One job started ahead: its attempt streams on a connection of its own, in a thread."""
+
+    def __init__(self, run: CurrentRun, plan: LaunchPlan, on_event: Callable[[RunEvent], None]) -> None:
+        self.run, self.plan = run, plan
+        self.held = threading.Event()
+        self.released = False
+        self._forward = on_event
+        self.attempt = Attempt(run.ctx, plan, run.files, self._on_event, pid_file=f"{FOLDER}/launcher-{plan.port}.pid",
+                               held=True)
+        self.outcome: Outcome | None = None
+        self._shell = run.ctx.shell()
+        self._thread = threading.Thread(target=self._stream, name="xc-ahead", daemon=True)
+
+    @property
+    def release_file(self) -> str:
+        return dict(self.plan.ranks.env)["XC_HOLD_FILE"]
+
+    def start(self) -> Ahead:
+        self._thread.start()
+        return self
+
+    def _stream(self) -> None:
+        try:
+            self.outcome = self.attempt.run(self._shell)
+        finally:
+            self.held.set()  # whoever waits for the hold learns that it ended instead
+
+    def _on_event(self, event: RunEvent) -> None:
+        if event.kind == "held":
+            self.held.set()
+        elif self.released:
+            self._forward(event)
+
+    def wait_held(self, seconds: float = HELD_WITHIN_SECONDS) -> bool:
+        """True once every rank is ready and held; False when the job ended or took longer than `seconds`."""
+        return self.held.wait(seconds) and self.outcome is None
+
+    def fits(self, nodes: list[Node]) -> bool:
+        """Whether it runs on exactly the nodes the run has now, and still waits."""
+        return self.outcome is None and [n.name for n in self.plan.nodes] == [n.name for n in nodes]
+
+    def release(self, shell: NodeShell) -> None:
+        """Every node gets the release, after the checkpoint: the held ranks resume from it."""
+        run_dir = RemoteLayout(self.plan.home).run_dir(self.plan.run)
+        command = all_of(remote_command("rm", "-f", f"{run_dir}/stop-request"),
+                         remote_command("touch", self.release_file))
+        results = shell.run(list(self.plan.nodes), command)
+        failed = [r for r in results.values() if not r.ok]
+        if failed:
+            raise XeonClusterError(f"could not release the job started ahead on {failed[0].node}: "
+                                   f"{failed[0].last_line()}")
+        self.released = True
+        self.attempt.release_log()
+
+    def follow(self) -> Outcome:
+        """The released job's outcome, once it ends."""
+        self._thread.join()
+        self._shell.close()
+        assert self.outcome is not None
+        return self.outcome
+
+    def drop(self, shell: NodeShell) -> None:
+        """The run goes another way: the held job ends, and its lines are not the run's."""
+        with contextlib.suppress(XeonClusterError):
+            self.attempt.interrupt(shell, grace=1.0)
+        self._thread.join(DROP_SECONDS)
+        self._shell.close()
+
+
+def start_ahead(run: CurrentRun, shell: NodeShell, old: Node, new: Node,
+                on_event: Callable[[RunEvent], None]) -> Ahead | None:
+    """The job that follows the swap of `old` for `new`, started and held; None where none can be (a user's
+    script, which has no hold), or when it did not come to its hold (the reason is in the run's log)."""
+    if not isinstance(run.request, TaskRequest) or run.attempt is None:
+        return None
+    current = run.plan
+    nodes = [n for n in current.nodes if n.name != old.name] + [new]
+    request = replace(run.request, run=current.run, batch_world=run.record.batch_world, resume=True)
+    try:
+        preparer = Preparer(run.ctx, request, run.stack(), nodes)
+        prepared = preparer.prepare(shell, current.run)
+        preparer.send_env_file(shell, current.run)
+        folder = f"{RemoteLayout(current.home).run_dir(current.run)}/{FOLDER}"
+        plan = prepared.ahead(f"{folder}/hosts", f"{folder}/release-{secrets.token_hex(4)}", current.port)
+        made = shell.run([nodes[0]], remote_command("mkdir", "-p", folder))[nodes[0].name]
+        if not made.ok:
+            raise XeonClusterError(f"could not make {folder} on {nodes[0].name}: {made.last_line()}")
+        shell.put_files(nodes[0], [*master_ssh_files(run.ctx, [*current.nodes, new]),
+                                   RemoteFile(f"{folder}/hosts", cluster_files.hostfile(nodes))])
+    except XeonClusterError as exc:
+        run.note(f"could not start the next job ahead of the swap ({exc.one_line()}); it starts after it")
+        return None
+    ahead = Ahead(run, plan, on_event).start()
+    if ahead.wait_held():
+        run.note(f"the next job is ready on {', '.join(n.name for n in nodes)}, held until the swap")
+        return ahead
+    run.note("the next job did not come to its hold; it starts after the swap instead")
+    ahead.drop(shell)
+    return None
