@@ -23,7 +23,10 @@ notice, noticing the loss), `recover` (the agent's replacement and checkpoint re
 rank 0's `started`: mpirun, python, torch, the model and the rendezvous) and `first step`. The relaunch
 is broken down further: `prepare` (the agent's topology probe and package sync, from the restart
 record), `launch` (mpirun and SSH up to rank 0's process start) and the parts rank 0's `started` event
-reports (xeoncluster/node/diagnostics/startup_clock.py, PARTS).
+reports (xeoncluster/node/diagnostics/startup_clock.py, PARTS). A job started ahead of a swap (a notice
+long enough for a replacement: agent/prestart.py) has `release` (the agent's release on every node),
+`unheld` (from the release to the ranks leaving their hold), the parts after the hold, and, apart and not
+in the pause, `started ahead` (its start while the old job still trained).
 
     python benchmarks/bench_recovery.py [--on local|standin] [--steps N] [--save-steps 40] [--notices 120,30,0]
                                         [--masters 120,0] [--no-shrink]
@@ -185,6 +188,11 @@ def relaunch_parts(found: list[RunEvent], restart: dict[str, Any], relaunch: flo
     prepare = float(restart.get("prepare_seconds", 0.0))
     if not startup:
         return {"prepare": prepare}
+    if "held" in startup:  # started ahead of the swap (agent/prestart.py): only what followed its release counts
+        names = list(startup)
+        after = {name: startup[name] for name in names[names.index("held") + 1:]}
+        return {"release": prepare, "unheld": relaunch - prepare - sum(after.values()), **after,
+                "started ahead": sum(startup[name] for name in names[:names.index("held")])}
     return {"prepare": prepare, "launch": relaunch - prepare - sum(startup.values()), **startup}
 
 

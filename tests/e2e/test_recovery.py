@@ -139,6 +139,9 @@ def test_five_notices_in_one_run_are_each_replaced_ahead_with_default_options_an
                                                  for r in metrics["restarts"]), metrics["restarts"]
         assert first["prepare_seconds"] > 0  # the relaunch's parts: the agent's, then rank 0's
         assert "agent: relaunched: rank 0 was ready to train " in text and " (python " in text
+        # Each swap's job was started ahead and held while the old one trained on (issue 38).
+        assert text.count("agent: released the job started ahead on ") == NOTICES, text[-3000:]
+        assert "ahead of it and waited " in text and all("held" in r["parts"] for r in record["startup"]), text[-3000:]
         # node2 tokenized while node1 still trained: its resumed rank only loads the features.
         assert "[1] features loaded from cache" in text.split("agent: restart:", 1)[1], text[-3000:]
         assert metrics["lost_steps"] == 0 and metrics["global_steps"] == NOTICED_STEPS

@@ -36,7 +36,8 @@ if TYPE_CHECKING:  # the run holds its job started ahead: a runtime import would
     from xeoncluster.agent.current_run import CurrentRun
 
 FOLDER = ".xc-ahead"  # in the run's folder: the held job's hostfile, pid file and release
-HELD_WITHIN_SECONDS = 180.0  # a start takes 5-20 s; one that takes this long is not worth waiting for
+HELD_WITHIN_SECONDS = 120.0  # a start takes 5-20 s; the old job trains on meanwhile, up to this long
+DEADLINE_MARGIN_SECONDS = 15.0  # the old job stops this long before its node's announced end at the latest
 DROP_SECONDS = 30.0
 
 
@@ -74,7 +75,7 @@ class Ahead:
         elif self.released:
             self._forward(event)
 
-    def wait_held(self, seconds: float = HELD_WITHIN_SECONDS) -> bool:
+    def wait_held(self, seconds: float) -> bool:
         """True once every rank is ready and held; False when the job ended or took longer than `seconds`."""
         return self.held.wait(seconds) and self.outcome is None
 
@@ -110,10 +111,12 @@ class Ahead:
         self._shell.close()
 
 
-def start_ahead(run: CurrentRun, shell: NodeShell, old: Node, new: Node,
-                on_event: Callable[[RunEvent], None]) -> Ahead | None:
-    """The job that follows the swap of `old` for `new`, started and held; None where none can be (a user's
-    script, which has no hold), or when it did not come to its hold (the reason is in the run's log)."""
+def start_ahead(run: CurrentRun, shell: NodeShell, old: Node, new: Node, on_event: Callable[[RunEvent], None],
+                within: float = HELD_WITHIN_SECONDS) -> Ahead | None:
+    """The job that follows the swap of `old` for `new`, started, and held once its ranks are ready; it waits
+    for that up to `within` seconds (the notice's time left), and a job not held by then is kept all the same:
+    the swap releases it whenever its ranks come to the hold. None where none can be (a user's script, which
+    has no hold), or when it ended on its own (the reason is in the run's log)."""
     if not isinstance(run.request, TaskRequest) or run.attempt is None:
         return None
     current = run.plan
@@ -134,9 +137,15 @@ def start_ahead(run: CurrentRun, shell: NodeShell, old: Node, new: Node,
         run.note(f"could not start the next job ahead of the swap ({exc.one_line()}); it starts after it")
         return None
     ahead = Ahead(run, plan, on_event).start()
-    if ahead.wait_held():
-        run.note(f"the next job is ready on {', '.join(n.name for n in nodes)}, held until the swap")
-        return ahead
-    run.note("the next job did not come to its hold; it starts after the swap instead")
-    ahead.drop(shell)
-    return None
+    held = ahead.wait_held(max(0.0, within))
+    names = ", ".join(n.name for n in nodes)
+    if held:
+        run.note(f"the next job is ready on {names}, held until the swap")
+    elif ahead.outcome is None:
+        run.note(f"the next job, started on {names}, is not ready after {within:.0f}s; the swap releases it")
+    else:
+        run.note(f"the next job, started ahead on {names}, ended (exit code {ahead.outcome.exit_code}); the run "
+                 "starts again after the swap instead")
+        ahead.drop(shell)
+        return None
+    return ahead

@@ -9,7 +9,7 @@ import time
 from xeoncluster.agent.cost_ceiling import reached
 from xeoncluster.agent.current_run import CurrentRun
 from xeoncluster.agent.handover import Handover
-from xeoncluster.agent.prestart import start_ahead
+from xeoncluster.agent.prestart import DEADLINE_MARGIN_SECONDS, HELD_WITHIN_SECONDS, start_ahead
 from xeoncluster.agent.proactive import Replacement
 from xeoncluster.agent.stall import stop_stalled
 from xeoncluster.cluster.state import ClusterRecord
@@ -125,10 +125,21 @@ class RunWatches:
             return
         old = next((r.old for r in run.replacements.values() if r.new is node), None)
         if old is not None and run.ahead is None:
-            with contextlib.closing(run.ctx.shell()) as shell:
-                run.ahead = start_ahead(run, shell, old, node, self.on_event)
+            self._start_ahead(old, node)
         run.note(f"{node.name} is ready to replace the noticed node; asking the ranks to stop at the next step")
         run.attempt.ask_to_stop(run.control)
+
+    def _start_ahead(self, old: Node, new: Node) -> None:
+        """agent/prestart.py, within the notice's time left. Whatever goes wrong there leaves the usual relaunch."""
+        run = self.run
+        notice = run.noticed.get(old.private_ip)
+        left = notice.deadline - time.time() - DEADLINE_MARGIN_SECONDS if notice and notice.deadline else None
+        within = HELD_WITHIN_SECONDS if left is None else min(HELD_WITHIN_SECONDS, left)
+        try:
+            with contextlib.closing(run.ctx.shell()) as shell:
+                run.ahead = start_ahead(run, shell, old, new, self.on_event, within)
+        except Exception as exc:  # noqa: BLE001 - the swap must not fail for a start ahead of it: it starts after
+            run.note(f"could not start the next job ahead of the swap ({type(exc).__name__}: {exc})")
 
     def _no_replacement(self, why: str) -> None:
         """The ranks stop now, checkpointed: the recovery tries once more, else trains on without the node, and
