@@ -54,7 +54,7 @@ def test_held_ranks_go_on_at_their_release_and_give_up_without_one(tmp_path: Pat
 def test_a_held_start_says_what_followed_its_release_and_the_hold_is_no_start() -> None:
     metrics = {"startup_libraries_s": 3.0, "startup_trainer_s": 1.0, "startup_held_s": 20.0, "startup_resume_s": 0.5}
     assert describe(metrics) == ("0.5s (resume 0.5) after its release, having started 4.0s (libraries 3.0, "
-                                 "trainer 1.0) ahead of it and waited 20.0s")
+                                 "trainer 1.0) ahead of it and waited 20.0s for it")
     assert RankStartup(rank=1, parts={"libraries": 3.0, "held": 20.0, "resume": 0.5}).seconds == 3.5
 
 

@@ -25,6 +25,7 @@ from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.job.train_plan import LaunchPlan
 from xeoncluster.job.train_request import TaskRequest
 from xeoncluster.node.events.events import RunEvent
+from xeoncluster.node.rank_env import STOP_FILE, XC_HOLD_FILE
 from xeoncluster.operations.train_prepare import Preparer
 from xeoncluster.operations.up_nodes import master_ssh_files
 from xeoncluster.providers.base import Node
@@ -57,7 +58,7 @@ class Ahead:
 
     @property
     def release_file(self) -> str:
-        return dict(self.plan.ranks.env)["XC_HOLD_FILE"]
+        return self.plan.ranks.env_dict()[XC_HOLD_FILE]
 
     def start(self) -> Ahead:
         self._thread.start()
@@ -86,7 +87,8 @@ class Ahead:
     def release(self, shell: NodeShell) -> None:
         """Every node gets the release, after the checkpoint: the held ranks resume from it."""
         run_dir = RemoteLayout(self.plan.home).run_dir(self.plan.run)
-        command = all_of(remote_command("rm", "-f", f"{run_dir}/stop-request"),
+        command = all_of(remote_command("mkdir", "-p", self.release_file.rsplit("/", 1)[0]),
+                         remote_command("rm", "-f", f"{run_dir}/{STOP_FILE}"),
                          remote_command("touch", self.release_file))
         results = shell.run(list(self.plan.nodes), command)
         failed = [r for r in results.values() if not r.ok]

@@ -49,7 +49,8 @@ class RunWatches:
         if event.kind == "ready":
             run.keeper.rank_ready(RankStartup(rank=event.rank, node=event.node, parts=read_parts(event.metrics)))
         if event.kind == "started" and run.record.restarts and (took := describe_startup(event.metrics)):
-            run.note(f"relaunched: rank 0 was ready to train {took} after its process started")
+            since = "" if HELD in read_parts(event.metrics) else " after its process started"
+            run.note(f"relaunched: rank 0 was ready to train {took}{since}")
             self.slowest_due = True
         if event.kind == "step" and self.slowest_due:  # every rank has started by the first step: each said so
             self.slowest_due = False

@@ -79,7 +79,7 @@ def describe(metrics: dict[str, float | None]) -> str:
     before = {name: parts[name] for name in names[:cut]}
     after = {name: parts[name] for name in names[cut + 1:]}
     return (f"{_listed(after) if after else '0.0s'} after its release, having started {_listed(before)} ahead of it "
-            f"and waited {parts[HELD]:.1f}s")
+            f"and waited {parts[HELD]:.1f}s for it")
 
 
 def _listed(parts: dict[str, float]) -> str:
