@@ -211,7 +211,7 @@ def measure(cli: Cli, cluster: str, notice: float, args: argparse.Namespace, rol
         time.sleep(2)
     if record["state"] != "succeeded":
         raise SystemExit(f"run {run} ended {record['state']}: {record['error']}")
-    cli.out("logs", run, "--name", cluster)  # fetches metrics.json
+    (cli.home / f"{run}.train.log").write_text(cli.out("logs", run, "--name", cluster))  # fetches metrics.json
     metrics = json.loads((cli.home / "results" / cluster / run / "metrics.json").read_text())
     restart = metrics["restarts"][0]
     found_events = events(cli, args.on, cluster, run)

@@ -160,3 +160,35 @@ def test_a_shrunk_run_says_so_until_it_grows_back() -> None:
 def test_backoff_doubles_to_its_ceiling() -> None:
     wait = shrink.backoff(20, 100)
     assert [wait() for _ in range(5)] == [20, 40, 80, 100, 100]
+
+
+def test_a_swap_takes_the_cluster_as_it_is_once_the_replacement_is_ready(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A notice shorter than a boot: the ranks stop first, and the recovery waits for the replacement, whose
+    launch records it in the cluster's state. The swap must start from that state: from the one read before,
+    it wrote a hostfile without the replacement, and the relaunch ran both ranks on the master."""
+    new = Node("node3", "i-3", "10.0.0.5", "10.0.0.5", "worker", "spot")
+    stored = [NODES[0], NODES[1]]
+    swapped: list[list[str]] = []
+
+    class Booting:
+        old = NODES[1]
+
+        def wait(self) -> Node:
+            stored.append(new)  # what add_nodes saves as the replacement comes up
+            return new
+
+    def swap(_ctx: Any, record: Cluster, _shell: Any, old: Node, _new: Node, _run_dir: str, _remove: Any) -> int:
+        record.set_nodes([n for n in record.nodes if n.name != old.name])
+        swapped.append([n.name for n in record.nodes])
+        return 40
+
+    monkeypatch.setattr(restart, "swap_in", swap)
+    monkeypatch.setattr(restart, "last_step", lambda *_: 40)
+    monkeypatch.setattr(restart, "lost_nodes", lambda *_: [(NODES[1], "spot interruption notice")])
+    ctx = SimpleNamespace(state=SimpleNamespace(load=lambda: Cluster(nodes=list(stored))),
+                          reporter=SimpleNamespace(warn=lambda _: None, step=None, detail=lambda _: None))
+    plan = SimpleNamespace(run="r1", home="/home/ubuntu", nodes=tuple(stored))
+    done = Recovery(ctx, SimpleNamespace(close=lambda: None), plan, 45, {}, {"10.0.0.3": Booting()},  # type: ignore[arg-type]
+                    ).run(Outcome(EXIT_STOPPED))
+    assert done is not None and done.replacement == "node3"
+    assert swapped == [["node0", "node3"]]

@@ -44,10 +44,12 @@ class Recovery:
     def run(self, outcome: Outcome, spent: str = "") -> Restart | None:
         """`spent`: why a lost node may not be replaced (a budget that is used up); then it only says so."""
         started, began_at = time.monotonic(), time.time()
+        # The replacements first: each records itself in the cluster's state as it comes up, and the swap
+        # rewrites the master's hostfile from the state read here.
+        ready = {address: r.wait() for address, r in self.replacements.items()}
         cluster = self.ctx.state.load()
         if cluster is None or not cluster.ready:
             return None  # `down --force` is taking the cluster away: nothing to recover into
-        ready = {address: r.wait() for address, r in self.replacements.items()}
         lost = lost_nodes(self.ctx, cluster, self.shell, {a: e.reason for a, e in self.noticed.items()})
         if lost and len(lost) == len(cluster.nodes):
             # No survivor holds a checkpoint or the run: that is the cluster gone, not a node.
