@@ -143,6 +143,8 @@ def start_ahead(run: CurrentRun, shell: NodeShell, old: Node, new: Node, on_even
     names = ", ".join(n.name for n in nodes)
     if held:
         run.note(f"the next job is ready on {names}, held until the swap")
+    elif ahead.outcome is None and within <= 0:
+        run.note(f"the next job starts on {names} as the swap begins (the notice's time is up); the swap releases it")
     elif ahead.outcome is None:
         run.note(f"the next job, started on {names}, is not ready after {within:.0f}s; the swap releases it")
     else:
