@@ -17,13 +17,15 @@ import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from xeoncluster.agent.attempt import Attempt, Outcome
 from xeoncluster.cluster import cluster_files
+from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.core.errors import XeonClusterError
+from xeoncluster.core.stacks import Stack
 from xeoncluster.job.train_plan import LaunchPlan
-from xeoncluster.job.train_request import TaskRequest
+from xeoncluster.job.train_request import AnyRequest, TaskRequest
 from xeoncluster.node.events.events import RunEvent
 from xeoncluster.node.rank_env import STOP_FILE, XC_HOLD_FILE
 from xeoncluster.operations.train_prepare import Preparer
@@ -31,10 +33,25 @@ from xeoncluster.operations.up_nodes import master_ssh_files
 from xeoncluster.providers.base import Node
 from xeoncluster.remote.command import all_of, remote_command
 from xeoncluster.remote.shell import NodeShell, RemoteFile
+from xeoncluster.runs.record import RunFiles, RunRecord
 from xeoncluster.wire.layout import RemoteLayout
 
-if TYPE_CHECKING:  # the run holds its job started ahead: a runtime import would go in a circle
-    from xeoncluster.agent.current_run import CurrentRun
+
+class RunNow(Protocol):
+    """What of the run (agent/current_run.py, which holds its job started ahead) a start ahead reads."""
+
+    ctx: CommandContext
+    files: RunFiles
+    request: AnyRequest
+    plan: LaunchPlan
+    attempt: Attempt | None
+
+    @property
+    def record(self) -> RunRecord: ...
+
+    def note(self, text: str) -> None: ...
+
+    def stack(self) -> Stack: ...
 
 FOLDER = ".xc-ahead"  # in the run's folder: the held job's hostfile, pid file and release
 HELD_WITHIN_SECONDS = 120.0  # a start takes 5-20 s; the old job trains on meanwhile, up to this long
@@ -45,7 +62,7 @@ DROP_SECONDS = 30.0
 class Ahead:
     """One job started ahead: its attempt streams on a connection of its own, in a thread."""
 
-    def __init__(self, run: CurrentRun, plan: LaunchPlan, on_event: Callable[[RunEvent], None]) -> None:
+    def __init__(self, run: RunNow, plan: LaunchPlan, on_event: Callable[[RunEvent], None]) -> None:
         self.run, self.plan = run, plan
         self.held = threading.Event()
         self.released = False
@@ -113,7 +130,7 @@ class Ahead:
         self._shell.close()
 
 
-def start_ahead(run: CurrentRun, shell: NodeShell, old: Node, new: Node, on_event: Callable[[RunEvent], None],
+def start_ahead(run: RunNow, shell: NodeShell, old: Node, new: Node, on_event: Callable[[RunEvent], None],
                 within: float = HELD_WITHIN_SECONDS) -> Ahead | None:
     """The job that follows the swap of `old` for `new`, started, and held once its ranks are ready; it waits
     for that up to `within` seconds (the notice's time left), and a job not held by then is kept all the same:
