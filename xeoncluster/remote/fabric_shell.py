@@ -1,12 +1,13 @@
 """SSH to nodes through Fabric (remote/shell.py's NodeShell), with pinned host keys and parallel fan-out."""
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import paramiko
@@ -214,23 +215,24 @@ class FabricShell:
 
     def put_files(self, node: Node, files: list[RemoteFile]) -> None:
         """All files over one SFTP session: a handshake per file would dominate small clusters."""
-        conn = self.connection(node)
-        try:
-            with self._sftp(node):
-                sftp = conn.sftp()
-                for item in files:
-                    with sftp.open(item.path, "w") as handle:
-                        handle.chmod(item.mode)
-                        handle.write(item.text.encode())
-        except Exception as exc:  # noqa: BLE001 - any SFTP or transport failure is reported per node
-            self._drop(node)
-            raise _remote_error(node, exc) from None
+        with self._writing(node) as conn:
+            sftp = conn.sftp()
+            for item in files:
+                with sftp.open(item.path, "w") as handle:
+                    handle.chmod(item.mode)
+                    handle.write(item.text.encode())
 
     def put(self, node: Node, local: Path, remote_path: str) -> None:
+        with self._writing(node) as conn:
+            conn.put(str(local), remote_path)
+
+    @contextlib.contextmanager
+    def _writing(self, node: Node) -> Iterator[Connection]:
+        """The node's connection, its SFTP session to itself; any failure is reported per node."""
         conn = self.connection(node)
         try:
             with self._sftp(node):
-                conn.put(str(local), remote_path)
+                yield conn
         except Exception as exc:  # noqa: BLE001 - any SFTP or transport failure is reported per node
             self._drop(node)
             raise _remote_error(node, exc) from None
