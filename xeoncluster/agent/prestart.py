@@ -36,6 +36,11 @@ from xeoncluster.remote.shell import NodeShell, RemoteFile
 from xeoncluster.runs.record import RunFiles, RunRecord
 from xeoncluster.wire.layout import RemoteLayout
 
+FOLDER = ".xc-ahead"  # in the run's folder: the held job's hostfile, pid file and release
+HELD_WITHIN_SECONDS = 120.0  # a start takes 5-20 s; the old job trains on meanwhile, up to this long
+DEADLINE_MARGIN_SECONDS = 15.0  # the old job stops this long before its node's announced end at the latest
+DROP_SECONDS = 30.0
+
 
 class RunNow(Protocol):
     """What of the run (agent/current_run.py, which holds its job started ahead) a start ahead reads."""
@@ -53,17 +58,12 @@ class RunNow(Protocol):
 
     def stack(self) -> Stack: ...
 
-FOLDER = ".xc-ahead"  # in the run's folder: the held job's hostfile, pid file and release
-HELD_WITHIN_SECONDS = 120.0  # a start takes 5-20 s; the old job trains on meanwhile, up to this long
-DEADLINE_MARGIN_SECONDS = 15.0  # the old job stops this long before its node's announced end at the latest
-DROP_SECONDS = 30.0
-
 
 class Ahead:
     """One job started ahead: its attempt streams on a connection of its own, in a thread."""
 
     def __init__(self, run: RunNow, plan: LaunchPlan, on_event: Callable[[RunEvent], None]) -> None:
-        self.run, self.plan = run, plan
+        self.plan = plan
         self.held = threading.Event()
         self.released = False
         self._forward = on_event
@@ -103,9 +103,8 @@ class Ahead:
 
     def release(self, shell: NodeShell) -> None:
         """Every node gets the release, after the checkpoint: the held ranks resume from it."""
-        run_dir = RemoteLayout(self.plan.home).run_dir(self.plan.run)
         command = all_of(remote_command("mkdir", "-p", self.release_file.rsplit("/", 1)[0]),
-                         remote_command("rm", "-f", f"{run_dir}/{STOP_FILE}"),
+                         remote_command("rm", "-f", f"{self.attempt.run_dir}/{STOP_FILE}"),
                          remote_command("touch", self.release_file))
         results = shell.run(list(self.plan.nodes), command)
         failed = [r for r in results.values() if not r.ok]
