@@ -29,7 +29,7 @@ long enough for a replacement: agent/prestart.py) has `release` (the agent's rel
 in the pause, `started ahead` (its start while the old job still trained).
 
     python benchmarks/bench_recovery.py [--on local|standin] [--steps N] [--save-steps 40] [--notices 120,30,0]
-                                        [--masters 120,0] [--no-shrink]
+                                        [--masters 120,0] [--no-shrink] [--repeat 2]
 """
 from __future__ import annotations
 
@@ -65,6 +65,7 @@ class Recovery:
     relaunch_parts: dict[str, float]  # prepare, launch, then rank 0's startup parts: they add up to the relaunch
     restart: dict[str, object]
     label: str = ""  # what the row is, when not a loss with or without notice
+    trial: int = 1  # every row is measured once per trial (--repeat), all on one cluster
 
     @property
     def kind(self) -> str:
@@ -196,8 +197,9 @@ def relaunch_parts(found: list[RunEvent], restart: dict[str, Any], relaunch: flo
     return {"prepare": prepare, "launch": relaunch - prepare - sum(startup.values()), **startup}
 
 
-def measure(cli: Cli, cluster: str, notice: float, args: argparse.Namespace, role: str = "worker") -> Recovery:
-    run = f"rec-{role}-{notice:g}s" if notice else f"rec-{role}-none"
+def measure(cli: Cli, cluster: str, notice: float, args: argparse.Namespace, role: str = "worker",
+            trial: int = 1) -> Recovery:
+    run = (f"rec-{role}-{notice:g}s" if notice else f"rec-{role}-none") + f"-{trial}"
     cli.out("train", "squad", "--name", cluster, "--demo", "--run", run, "--detach", "--",
             "--max-steps", str(args.steps), "--save-steps", str(args.save_steps))
     while int(cli.record(cluster, run)["step"]) < args.save_steps + args.save_steps // 2:
@@ -222,15 +224,15 @@ def measure(cli: Cli, cluster: str, notice: float, args: argparse.Namespace, rol
     parts = {k: round(v, 1) for k, v in exact.items()}
     relaunch = {k: round(v, 2) for k, v in relaunch_parts(found_events, restart, exact["relaunch"]).items()}
     found = Recovery(notice, role, lost_at_step, round(sum(parts.values()), 1), int(metrics["lost_steps"]), parts,
-                     relaunch, restart)
+                     relaunch, restart, trial=trial)
     print(f"measured: {json.dumps(asdict(found))}", file=sys.stderr, flush=True)  # kept if a later one fails
     return found
 
 
-def measure_shrink(cli: Cli, cluster: str, args: argparse.Namespace, root: Path) -> list[Recovery]:
+def measure_shrink(cli: Cli, cluster: str, args: argparse.Namespace, root: Path, trial: int = 1) -> list[Recovery]:
     """A worker lost with no capacity (the provider's fault): the pause until the run trains on the
     node left, then, once capacity is back, the pause of the grow-back (agent/regrowth.py)."""
-    run = "rec-worker-nocap"
+    run = f"rec-worker-nocap-{trial}"
     steps = max(args.steps, 1200)  # outlasts the regrowth's first ask (20 s) and the new node's readying
     cli.out("train", "squad", "--name", cluster, "--demo", "--run", run, "--detach", "--",
             "--max-steps", str(steps), "--save-steps", str(args.save_steps))
@@ -258,7 +260,7 @@ def measure_shrink(cli: Cli, cluster: str, args: argparse.Namespace, root: Path)
         parts = {k: round(v, 1) for k, v in exact.items()}
         relaunch = {k: round(v, 2) for k, v in relaunch_parts(found_events, change, exact["relaunch"]).items()}
         rows.append(Recovery(0, "worker", lost_at_step, round(sum(parts.values()), 1),
-                             int(change.get("lost_steps", 0)), parts, relaunch, change, label))
+                             int(change.get("lost_steps", 0)), parts, relaunch, change, label, trial))
         print(f"measured: {json.dumps(asdict(rows[-1]))}", file=sys.stderr, flush=True)
     return rows
 
@@ -271,13 +273,17 @@ def recoveries(cli: Cli, args: argparse.Namespace) -> tuple[float, list[Recovery
     cli.run("down", "--name", "benchwarm")
     cli.run("up", "--name", "benchrec", "--nodes", "2")
     try:
-        found = [measure(cli, "benchrec", notice, args) for notice in args.notices]
-        if args.shrink:
-            found += measure_shrink(cli, "benchrec", args, cli.home.parent / "root")
-        masters = args.masters if args.on == "standin" else []  # a local cluster's agent runs on this machine
-        return warm_up, found + [measure(cli, "benchrec", notice, args, "master") for notice in masters]
+        return warm_up, [row for trial in range(1, args.repeat + 1) for row in every_row(cli, args, trial)]
     finally:
         cli.run("down", "--name", "benchrec", "--force", *(["--purge-images"] if args.on == "standin" else []))
+
+
+def every_row(cli: Cli, args: argparse.Namespace, trial: int) -> list[Recovery]:
+    found = [measure(cli, "benchrec", notice, args, trial=trial) for notice in args.notices]
+    if args.shrink:
+        found += measure_shrink(cli, "benchrec", args, cli.home.parent / "root", trial)
+    masters = args.masters if args.on == "standin" else []  # a local cluster's agent runs on this machine
+    return found + [measure(cli, "benchrec", notice, args, "master", trial) for notice in masters]
 
 
 def main() -> None:
@@ -290,6 +296,7 @@ def main() -> None:
     parser.add_argument("--shrink", action=argparse.BooleanOptionalAction, default=True,
                         help="a worker lost with no capacity: the pause until the run trains on fewer "
                              "nodes, and the grow-back's once capacity returns")
+    parser.add_argument("--repeat", type=int, default=2, help="measure every row this many times, in turn")
     args = parser.parse_args()
     args.notices = [float(n) for n in args.notices.split(",") if n]
     args.masters = [float(n) for n in args.masters.split(",") if n]
@@ -314,12 +321,14 @@ def main() -> None:
             standin("stop")
     print(json.dumps({"on": args.on, "cpu": cpu_model(), "warm_one_node_up_seconds": round(warm_up, 1),
                       "save_steps": args.save_steps, "runs": [asdict(r) for r in results]}, indent=2))
-    print(f"{'loss':22} {'pause s':>8} {'vs warm up':>10} {'lost steps':>10}  ended / recover / relaunch / first step")
+    print(f"{'loss':22} {'trial':>5} {'pause s':>8} {'vs warm up':>10} {'lost steps':>10}  "
+          "ended / recover / relaunch / first step")
     for r in results:
         parts = " / ".join(f"{v:.1f}" for v in r.parts.values())
-        print(f"{r.kind:22} {r.pause_seconds:>8.1f} {r.pause_seconds / warm_up:>10.2f} {r.lost_steps:>10}  {parts}")
+        print(f"{r.kind:22} {r.trial:>5} {r.pause_seconds:>8.1f} {r.pause_seconds / warm_up:>10.2f} "
+              f"{r.lost_steps:>10}  {parts}")
     for r in results:
-        print(f"{r.kind} relaunch: " + ", ".join(f"{k} {v:.2f}" for k, v in r.relaunch_parts.items()))
+        print(f"{r.kind} ({r.trial}) relaunch: " + ", ".join(f"{k} {v:.2f}" for k, v in r.relaunch_parts.items()))
 
 
 def cpu_model() -> str:

@@ -50,12 +50,13 @@ class Container:
         subprocess.run(["mount", "-t", "overlay", "overlay", "-o", options, str(self.merged)],
                        check=True, capture_output=True)
 
-    def boot(self, bridge: str) -> int:
-        """Start systemd-nspawn (in the caller's network namespace, where `bridge` is)."""
+    def boot(self, bridge: str, cpu: int) -> int:
+        """Start systemd-nspawn (in the caller's network namespace, where `bridge` is), confined to `cpu`."""
         with open(self.console, "ab") as console:
             # read-only: nspawn copies the container's /dev/console to its stdout without a tty.
             self.process = subprocess.Popen(cgroups.entering(self.name, [
                 "systemd-nspawn", "-b", "--keep-unit", "--register=no", f"--network-bridge={bridge}",
+                f"--cpu-affinity={cpu}",
                 # The seed's resolv.conf (the VPC resolver) stays; nspawn would copy the host's.
                 "--resolv-conf=off", "--console=read-only", "-D", str(self.merged), "--machine", self.name]),
                 stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT, start_new_session=True)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from xeoncluster.standin.containers import Container, remove_tree
+from xeoncluster.standin.cpu_share import least_used_cpu
 from xeoncluster.standin.faults import Faults
 from xeoncluster.standin.images import ImageStore
 from xeoncluster.standin.network import Network
@@ -57,6 +58,7 @@ class Node:
     notice: dict[str, str] | None = None
     rebalance: dict[str, str] | None = None  # EC2's rebalance recommendation, once `rebalance` set it
     boot_started: float | None = None
+    cpu: int | None = None  # the CPU its container is confined to while it runs
     boot_console: str = ""  # what GetConsoleOutput without Latest=True returns: see BOOT_CONSOLE_SECONDS
     # Held while an image copies the disk: like an EBS snapshot, it completes even if the
     # instance is terminated meanwhile (the disk is deleted only afterwards).
@@ -104,11 +106,13 @@ class Fleet:
             with self.lock:
                 if node.state != "pending":
                     return  # terminated while pending: _teardown cleans up
-                container.boot(self.net.bridge)
+                node.cpu = least_used_cpu(n.cpu for n in self.nodes.values()
+                                          if n.state == "running" and n.cpu is not None)
+                container.boot(self.net.bridge, node.cpu)
                 node.state, node.boot_started = "running", time.time()
             self.moto.set_state(launch.instance, "running")
             self._spawn(self._buffer_console, node)
-            self.log(f"{launch.instance_id}: booting at {launch.private_ip} from {launch.image_id}")
+            self.log(f"{launch.instance_id}: booting at {launch.private_ip} from {launch.image_id} on CPU {node.cpu}")
         except Exception as exc:  # noqa: BLE001 - reported through moto, like a failed EC2 launch
             self.log(f"{launch.instance_id}: boot failed: {exc}")
             if node.state == "pending":  # else a termination raced the boot and cleans up itself
@@ -237,7 +241,7 @@ class Fleet:
         with self.lock:
             return [{"instance_id": i, "state": n.state, "private_ip": n.launch.private_ip,
                      "public_ip": n.launch.public_ip, "image_id": n.launch.image_id,
-                     "pid": n.container.process.pid if n.container.process else None}
+                     "pid": n.container.process.pid if n.container.process else None, "cpu": n.cpu}
                     for i, n in self.nodes.items()]
 
     # -- crash watch and shutdown ---------------------------------------------------------------
