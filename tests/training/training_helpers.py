@@ -24,6 +24,9 @@ def offline_env(**extra: str) -> dict[str, str]:
     )
     for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK", "XC_STACK"):
         env.pop(name, None)
+    # One OpenMP thread: these runs share 2 cores with the two chains' ranks, and a 2-thread process among
+    # others measured 3.6x slower per step than a 1-thread one. A test may still ask for more.
+    env.setdefault("OMP_NUM_THREADS", "1")
     env.update(extra)
     return env
 
