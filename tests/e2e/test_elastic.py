@@ -76,6 +76,8 @@ def test_a_run_without_capacity_for_a_lost_node_trains_on_and_grows_back(local_e
         assert growth["nodes"] == "node1" and growth["to_nodes"] == 2, growth
         assert "global batch 32 kept on 1 ranks (set for 2): 16 per rank x 2 accumulation steps" in text, text[-4000:]
         assert "grew back: node1 joined" in text
+        # The growth's job started ahead on both nodes and waited, held, while the one rank trained on (issue 38).
+        assert "agent: released the job started ahead on node0, node1" in text, text[-4000:]
         assert [n["name"] for n in local_env.state(name)["nodes"]] == ["node0", "node1"]
         whole, reseeded = (losses((runs / run / "train.log").read_text()) for run in ("whole", "reseeded"))
         elastic = losses(text)

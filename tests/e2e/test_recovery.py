@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from tests.e2e.conftest import LocalEnv, leftovers
+from tests.log_watch import FINISHED
 
 SAVE_STEPS = 40
 STEPS = 200  # the loss comes at step 60: what follows only has to end the run
@@ -50,13 +51,25 @@ def wait_for_step(env: LocalEnv, cluster: str, run: str, step: int, proc: subpro
 
 
 def wait_for_end(env: LocalEnv, cluster: str, run: str, timeout: float = 900) -> dict:
+    """The run's record as `runs --json` gives it, once the agent's record (on this machine, under the
+    local master's home) says it ended: a CLI process is about 0.9 CPU-seconds, taken from the run, and
+    reading the file is none."""
+    record = env.home / "clusters" / cluster / "runs" / run / "run.json"
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        records = {r["run"]: r for r in json.loads(env.ok("runs", "--name", cluster, "--json").out)}
-        if records[run]["state"] in ("succeeded", "failed", "cancelled"):
-            return records[run]
-        time.sleep(3)  # each look is a CLI process of about 0.9 CPU-seconds, taken from the run
-    raise AssertionError(f"run {run} did not end within {timeout}s")
+    while not finished(record):
+        assert time.monotonic() < deadline, f"run {run} did not end within {timeout}s"
+        time.sleep(0.5)
+    records = {r["run"]: r for r in json.loads(env.ok("runs", "--name", cluster, "--json").out)}
+    assert records[run]["state"] in FINISHED, records[run]
+    return records[run]
+
+
+
+def finished(record: Path) -> bool:
+    try:
+        return json.loads(record.read_text())["state"] in FINISHED
+    except (OSError, ValueError, KeyError):  # not written yet, or caught mid-write
+        return False
 
 
 def wait_for_stored(path: Path, timeout: float = 120) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import interruptible
 from tests.e2e.conftest import LocalEnv, leftovers
+from tests.e2e.test_recovery import wait_for_end
 from tests.e2e.test_train import results_dir, run_dir
 
 
@@ -170,12 +171,9 @@ def test_a_sweep_runs_in_order_with_no_cli_and_compares(local_env: LocalEnv, gua
         result = local_env.cli("train", "squad", "--demo", "--name", guard_cluster, *bad)
         assert result.code == 2 and why in error_line(result.err), result.err
     local_env.ok(*sweep, "--detach", "--", "--max_steps", "30", "--no-eval-before")  # the CLI is gone at once
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        listed = runs_json(local_env, guard_cluster)
-        if all(listed.get(f"lrs-{i}", {}).get("state") in ("succeeded", "failed", "cancelled") for i in (1, 2, 3)):
-            break
-        time.sleep(2)
+    for i in (1, 2, 3):
+        wait_for_end(local_env, guard_cluster, f"lrs-{i}", timeout=600)
+    listed = runs_json(local_env, guard_cluster)
     runs = [listed[f"lrs-{i}"] for i in (1, 2, 3)]
     assert [r["state"] for r in runs] == ["succeeded"] * 3, runs
     assert runs[1]["started_at"] >= runs[0]["ended_at"] and runs[2]["started_at"] >= runs[1]["ended_at"]

@@ -23,6 +23,8 @@ import botocore.exceptions
 import pytest
 import yaml
 
+from tests.log_watch import FINISHED, LogWatch, ended
+
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = "sic"
 # Seconds between two looks at a run: each is a CLI process of about 0.9 CPU-seconds, and on two shared
@@ -187,14 +189,19 @@ def run_record(cli: Cli, run: str, name: str = CLUSTER) -> dict[str, Any] | None
     return records.get(run)
 
 
+def follow(cli: Cli, run: str, name: str = CLUSTER) -> LogWatch:
+    return LogWatch(cli.argv("logs", run, "--name", name, "-f"), cli.env(), cli.home)
+
+
 def wait_for_end(cli: Cli, run: str, timeout: float = 900, name: str = CLUSTER) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def finished() -> dict[str, Any] | None:
         record = run_record(cli, run, name)
-        if record and record["state"] in ("succeeded", "failed", "cancelled"):
-            return record
-        time.sleep(POLL)
-    raise AssertionError(f"run {run} did not end within {timeout}s")
+        return record if record and record["state"] in FINISHED else None
+
+    record = ended(lambda: follow(cli, run, name), finished, timeout, POLL)
+    if record is None:
+        raise AssertionError(f"run {run} did not end within {timeout}s")
+    return record
 
 
 def assert_ended(cli: Cli, run: str, state: str, restarts: int, name: str = CLUSTER) -> dict[str, Any]:
@@ -231,10 +238,14 @@ def test_a_sweep_queues_on_the_master_and_its_second_run_recovers_five_spot_inte
     train.kill()
     train.wait()
     noticed = [cli.node_id("node1")]
-    for count in range(1, NOTICES + 1):
-        standin.script("interrupt", noticed[-1], "90")
-        if count < NOTICES:
-            noticed.append(next_worker(cli, "spot-2", count, master_id, noticed))
+    with follow(cli, "spot-2") as watch:
+        for count in range(1, NOTICES + 1):
+            standin.script("interrupt", noticed[-1], "90")
+            if count < NOTICES:
+                swapped = watch.count("swap", "agent: restart: ", count, timeout=600)
+                assert swapped, f"spot-2 ended after {count - 1} of {NOTICES} notices: {why(cli, 'spot-2', None)}"
+                noticed.append(next_worker(master_id, noticed))
+        watch.end(timeout=900)
     record = assert_ended(cli, "spot-2", "succeeded", restarts=NOTICES)
     first = run_record(cli, "spot-1")
     assert first is not None and first["state"] == "succeeded" and record["started_at"] >= first["ended_at"]
@@ -266,20 +277,16 @@ def test_a_sweep_queues_on_the_master_and_its_second_run_recovers_five_spot_inte
     assert calls.get(f"xeoncluster-{CLUSTER}-us-east-1 ec2:RunInstances", 0) >= NOTICES, calls  # the master's
 
 
-def next_worker(cli: Cli, run: str, count: int, master_id: str, noticed: list[str], timeout: float = 600) -> str:
-    """Once the run has swapped `count` nodes, a worker not noticed yet: from EC2, as the laptop's state is
-    not updated while no CLI runs."""
+def next_worker(master_id: str, noticed: list[str], timeout: float = 120) -> str:
+    """Once a swap is done, the worker not noticed yet: from EC2, as the laptop's state is not updated while
+    no CLI runs."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        record = run_record(cli, run) or {}
-        assert record.get("state") not in ("succeeded", "failed", "cancelled"), \
-            f"{run} ended after {record.get('restarts')} of {NOTICES} notices: {why(cli, run, record)}"
-        if record.get("restarts", 0) >= count:
-            workers = [i for i in instances() if i["InstanceId"] not in (master_id, *noticed)]
-            if len(workers) == 2:
-                return str(max(workers, key=lambda i: i["LaunchTime"])["InstanceId"])
-        time.sleep(POLL)
-    raise AssertionError(f"{run}: no swap {count} within {timeout}s: {run_record(cli, run)}")
+        workers = [i for i in instances() if i["InstanceId"] not in (master_id, *noticed)]
+        if len(workers) == 2:
+            return str(max(workers, key=lambda i: i["LaunchTime"])["InstanceId"])
+        time.sleep(1)
+    raise AssertionError(f"no two workers besides the noticed ones within {timeout}s: {instances()}")
 
 
 def test_two_minutes_of_failing_describe_instances_restart_nothing(standin: Any, cli: Cli) -> None:
@@ -393,6 +400,9 @@ def test_without_capacity_for_a_replacement_the_run_trains_on_with_fewer_nodes_a
     [growth] = stored_run(cli, "nocap", CLUSTER)["growths"]
     assert growth["to_nodes"] == 3 and f"grew back: {growth['nodes']} joined" in out, (growth, out[-3000:])
     assert "on 3 rank(s)" in out, out[-3000:]
+    # Both changes' jobs started ahead, held while the old one trained on: the shrink's on the two nodes left,
+    # the growth's on all three (issue 38).
+    assert out.count("released the job started ahead on ") == 2, out[-3000:]
     assert len(instances()) == 3 and {i["Placement"]["AvailabilityZone"] for i in instances()} == zone
 
 
@@ -493,11 +503,11 @@ def test_a_run_that_loses_every_instance_resumes_from_s3_after_up(standin: Any, 
     cli.ok("train", "squad", "--name", CLUSTER, "--demo", "--run", "durable", "--detach", "--",
            "--max-steps", "240", "--save-steps", "40")
     deadline = time.monotonic() + 600
-    while not [s for s in durable_steps(cli, "durable") if s >= 80]:
-        record = run_record(cli, "durable")
-        ended = record is not None and record["state"] in ("succeeded", "failed", "cancelled")
-        assert time.monotonic() < deadline and not ended, f"no checkpoint reached S3: {why(cli, 'durable', record)}"
-        time.sleep(POLL)
+    with follow(cli, "durable") as watch:
+        while not [s for s in durable_steps(cli, "durable") if s >= 80]:
+            going = watch.end(timeout=POLL) is None
+            assert time.monotonic() < deadline and going, \
+                f"no checkpoint reached S3: {why(cli, 'durable', run_record(cli, 'durable'))}"
     boto3.client("ec2").terminate_instances(InstanceIds=[i["InstanceId"] for i in instances()])
     kept = durable_steps(cli, "durable")
     status = cli("status", "--name", CLUSTER)
@@ -556,10 +566,11 @@ def test_a_detached_run_whose_master_is_reclaimed_without_notice_succeeds_under_
     cli.ok("train", "squad", "--name", "sicm", "--demo", "--run", "headless", "--detach", "--",
            "--max-steps", "280", "--save-steps", "40")
     deadline = time.monotonic() + 600
-    while not [s for s in durable_steps(cli, "headless", "sicm") if s >= 80] or not on_workers(cli, "sicm"):
-        record = run_record(cli, "headless", "sicm")
-        assert time.monotonic() < deadline, f"no checkpoint or replica: {why(cli, 'headless', record, 'sicm')}"
-        time.sleep(2)
+    with follow(cli, "headless", "sicm") as watch:
+        while not [s for s in durable_steps(cli, "headless", "sicm") if s >= 80] or not on_workers(cli, "sicm"):
+            going = watch.end(timeout=2) is None
+            assert time.monotonic() < deadline and going, \
+                f"no checkpoint or replica: {why(cli, 'headless', run_record(cli, 'headless', 'sicm'), 'sicm')}"
     old = cli.node_id("node0", "sicm")
     boto3.client("ec2").terminate_instances(InstanceIds=[old])
     try:

@@ -6,6 +6,9 @@ the libraries, join a process group of their own (the other rendezvous port), lo
 features, and then wait, held (node/startup/hold.py). Only then are the old ranks asked to stop at a step
 boundary. Once their checkpoint is on every node (the swap), the agent releases the held ranks, which
 resume from it: the pause is the checkpoint, the swap and the checkpoint's load, not a new job's start.
+The same serves the two other changes the agent makes to a run's nodes while it trains: a noticed worker
+with no replacement to be had (the next job on the survivors: a shrink, agent/shrink.py) and the nodes of a
+shrunk run's growth (agent/regrowth.py).
 
 Anything that goes another way (the held job fails, a node is lost without a word, the run is cancelled)
 drops the held job, and the run relaunches the usual way.
@@ -129,16 +132,17 @@ class Ahead:
         self._shell.close()
 
 
-def start_ahead(run: RunNow, shell: NodeShell, old: Node, new: Node, on_event: Callable[[RunEvent], None],
-                within: float = HELD_WITHIN_SECONDS) -> Ahead | None:
-    """The job that follows the swap of `old` for `new`, started, and held once its ranks are ready; it waits
-    for that up to `within` seconds (the notice's time left), and a job not held by then is kept all the same:
-    the swap releases it whenever its ranks come to the hold. None where none can be (a user's script, which
-    has no hold), or when it ended on its own (the reason is in the run's log)."""
+def start_ahead(run: RunNow, shell: NodeShell, nodes: list[Node], added: list[Node],
+                on_event: Callable[[RunEvent], None], within: float = HELD_WITHIN_SECONDS) -> Ahead | None:
+    """The job that follows a change of the run's nodes to `nodes` (a noticed worker swapped for its
+    replacement, the survivors of a shrink, or the nodes of a growth, `added` the ones new to the run),
+    started, and held once its ranks are ready; it waits for that up to `within` seconds (the notice's time
+    left), and a job not held by then is kept all the same: the change releases it whenever its ranks come to
+    the hold. None where none can be (a user's script, which has no hold), or when it ended on its own (the
+    reason is in the run's log)."""
     if not isinstance(run.request, TaskRequest) or run.attempt is None:
         return None
     current = run.plan
-    nodes = [n for n in current.nodes if n.name != old.name] + [new]
     request = replace(run.request, run=current.run, batch_world=run.record.batch_world, resume=True)
     try:
         preparer = Preparer(run.ctx, request, run.stack(), nodes)
@@ -149,23 +153,24 @@ def start_ahead(run: RunNow, shell: NodeShell, old: Node, new: Node, on_event: C
         made = shell.run([nodes[0]], remote_command("mkdir", "-p", folder))[nodes[0].name]
         if not made.ok:
             raise XeonClusterError(f"could not make {folder} on {nodes[0].name}: {made.last_line()}")
-        shell.put_files(nodes[0], [*master_ssh_files(run.ctx, [*current.nodes, new]),
+        shell.put_files(nodes[0], [*master_ssh_files(run.ctx, [*current.nodes, *added]),
                                    RemoteFile(f"{folder}/hosts", cluster_files.hostfile(nodes))])
     except XeonClusterError as exc:
-        run.note(f"could not start the next job ahead of the swap ({exc.one_line()}); it starts after it")
+        run.note(f"could not start the next job ahead of the change ({exc.one_line()}); it starts after it")
         return None
     ahead = Ahead(run, plan, on_event).start()
     held = ahead.wait_held(max(0.0, within))
     names = ", ".join(n.name for n in nodes)
     if held:
-        run.note(f"the next job is ready on {names}, held until the swap")
+        run.note(f"the next job is ready on {names}, held until the change")
     elif ahead.outcome is None and within <= 0:
-        run.note(f"the next job starts on {names} as the swap begins (the notice's time is up); the swap releases it")
+        run.note(f"the next job starts on {names} as the change begins (the notice's time is up); the change "
+                 "releases it")
     elif ahead.outcome is None:
-        run.note(f"the next job, started on {names}, is not ready after {within:.0f}s; the swap releases it")
+        run.note(f"the next job, started on {names}, is not ready after {within:.0f}s; the change releases it")
     else:
         run.note(f"the next job, started ahead on {names}, ended (exit code {ahead.outcome.exit_code}); the run "
-                 "starts again after the swap instead")
+                 "starts again after the change instead")
         ahead.drop(shell)
         return None
     return ahead

@@ -4,6 +4,7 @@ and a cancel."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
 
 from xeoncluster.agent.cost_ceiling import reached
@@ -89,7 +90,8 @@ class RunWatches:
         if node.is_master:
             self._hand_over(cluster)
             return
-        replacement = Replacement(run.ctx, cluster, node, self.warm, self._replacement_ready, self._no_replacement)
+        replacement = Replacement(run.ctx, cluster, node, self.warm, self._replacement_ready,
+                                  functools.partial(self._no_replacement, node))
         run.replacements[event.node] = replacement.start()
 
     def _hand_over(self, cluster: ClusterRecord) -> None:
@@ -126,34 +128,48 @@ class RunWatches:
             return
         old = next((r.old for r in run.replacements.values() if r.new is node), None)
         if old is not None and run.ahead is None:
-            self._start_ahead(old, node)
+            self._start_ahead([n for n in run.plan.nodes if n.name != old.name] + [node], [node], self._left(old))
         run.note(f"{node.name} is ready to replace the noticed node; asking the ranks to stop at the next step")
         run.attempt.ask_to_stop(run.control)
 
-    def _start_ahead(self, old: Node, new: Node) -> None:
+    def _no_replacement(self, old: Node, why: str) -> None:
+        """The ranks stop now, checkpointed: the recovery tries once more, else trains on without the node (the
+        job on the nodes left started ahead first, as for a swap), and no step is lost to the reclaim."""
+        run = self.run
+        if run.attempt is None:
+            return
+        left = [n for n in run.plan.nodes if n.name != old.name]
+        if run.ahead is None and len(left) >= run.request.min_nodes:
+            self._start_ahead(left, [], self._left(old))
+        run.note(f"no replacement for the noticed node ({why}); asking the ranks to stop at the next step")
+        run.attempt.ask_to_stop(run.control)
+
+    def grown(self, nodes: list[Node]) -> None:
+        """A shrunk run's nodes are back: the job on all of them starts ahead, then the ranks are asked to stop."""
+        run = self.run
+        if run.attempt is None:
+            return
+        cluster = run.ctx.state.load()
+        if cluster is not None and run.ahead is None:
+            self._start_ahead(cluster.node_list(), nodes, None)
+        run.note(f"{', '.join(n.name for n in nodes)} ready to grow the run back; asking the ranks to stop at the "
+                 "next step")
+        run.attempt.ask_to_stop(run.control)
+
+    def _left(self, old: Node) -> float | None:
+        """Seconds until the noticed node's announced end, less the margin the old job stops within."""
+        notice = self.run.noticed.get(old.private_ip)
+        return notice.deadline - time.time() - DEADLINE_MARGIN_SECONDS if notice and notice.deadline else None
+
+    def _start_ahead(self, nodes: list[Node], added: list[Node], left: float | None) -> None:
         """agent/prestart.py, within the notice's time left. Whatever goes wrong there leaves the usual relaunch."""
         run = self.run
-        notice = run.noticed.get(old.private_ip)
-        left = notice.deadline - time.time() - DEADLINE_MARGIN_SECONDS if notice and notice.deadline else None
         within = HELD_WITHIN_SECONDS if left is None else min(HELD_WITHIN_SECONDS, left)
         try:
             with contextlib.closing(run.ctx.shell()) as shell:
-                run.ahead = start_ahead(run, shell, old, new, self.on_event, within)
-        except Exception as exc:  # noqa: BLE001 - the swap must not fail for a start ahead of it: it starts after
-            run.note(f"could not start the next job ahead of the swap ({type(exc).__name__}: {exc})")
-
-    def _no_replacement(self, why: str) -> None:
-        """The ranks stop now, checkpointed: the recovery tries once more, else trains on without the node, and
-        no step is lost to the reclaim."""
-        if self.run.attempt is not None:
-            self.run.note(f"no replacement for the noticed node ({why}); asking the ranks to stop at the next step")
-            self.run.attempt.ask_to_stop(self.run.control)
-
-    def grown(self, nodes: list[Node]) -> None:
-        if self.run.attempt is not None:
-            self.run.note(f"{', '.join(n.name for n in nodes)} ready to grow the run back; asking the ranks to stop "
-                          "at the next step")
-            self.run.attempt.ask_to_stop(self.run.control)
+                run.ahead = start_ahead(run, shell, nodes, added, self.on_event, within)
+        except Exception as exc:  # noqa: BLE001 - the change must not fail for a start ahead of it: it starts after
+            run.note(f"could not start the next job ahead of the change ({type(exc).__name__}: {exc})")
 
     def _live(self, step: int, total: int | None) -> Live:
         record = self.run.record

@@ -112,8 +112,8 @@ class Supervisor:
                 return self.finish(RunState.SUCCEEDED, 0)
             if run.cancelled.is_set():
                 return self._cancelled()
-            if run.ahead is not None and (run.handover is not None or run.growth is not None):
-                run.ahead.drop(run.control)  # a swap's job started ahead has no place in a handover or a growth
+            if run.ahead is not None and run.handover is not None:
+                run.ahead.drop(run.control)  # a job started ahead has no place under another master
                 run.ahead = None
             if run.handover is not None and run.handover.ready and outcome.last(StoppedEvent) is not None:
                 if self._hand_over():
@@ -124,7 +124,7 @@ class Supervisor:
             if run.growth is not None and run.growth.ready and outcome.last(StoppedEvent) is not None:
                 grow(run, shell, plan)
                 run.request = replace(run.request, resume=True)
-                plan = prepare_again(run, shell, plan, after_restart=False)
+                plan = self._released(after_restart=False) or prepare_again(run, shell, plan, after_restart=False)
                 continue
             restart = recover(run, shell, plan, outcome)
             if run.growth is not None and run.growth.ready:  # the grown nodes joined through the recovery
@@ -136,9 +136,10 @@ class Supervisor:
             run.request = replace(run.request, resume=True)
             plan = self._released() or prepare_again(run, shell, plan)
 
-    def _released(self) -> LaunchPlan | None:
-        """The job started ahead of the swap (agent/prestart.py), released now that the checkpoint is on every
-        node: its plan, which the next attempt follows; None when there is none or it no longer fits."""
+    def _released(self, after_restart: bool = True) -> LaunchPlan | None:
+        """The job started ahead of the change (agent/prestart.py), released now that the checkpoint is on every
+        node: its plan, which the next attempt follows; None when there is none or it no longer fits. Its time
+        goes on the restart record (`after_restart`; a growth has none)."""
         run = self.run_now
         ahead, run.ahead = run.ahead, None
         if ahead is None:
@@ -155,7 +156,8 @@ class Supervisor:
             return None
         self.released = ahead
         run.plan = ahead.plan
-        run.keeper.prepared(round(time.monotonic() - releasing, 3))
+        if after_restart:
+            run.keeper.prepared(round(time.monotonic() - releasing, 3))
         run.note(f"released the job started ahead on {', '.join(n.name for n in ahead.plan.nodes)}")
         return ahead.plan
 
