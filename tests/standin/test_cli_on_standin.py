@@ -378,7 +378,9 @@ def test_without_capacity_for_a_replacement_the_run_trains_on_with_fewer_nodes_a
     node2 again in that zone, the run grows back to three nodes at a step and succeeds."""
     zone = {i["Placement"]["AvailabilityZone"] for i in instances()}
     [home] = zone
-    train = start_train(cli, "nocap", 500, 50, until=30)
+    # The growth waits for its job started ahead (about 35 s under CI's load) before the ranks stop for it: with
+    # 500 steps a loaded run ended first.
+    train = start_train(cli, "nocap", 800, 50, until=30)
     standin.script("faults", f'capacity=[{{"zone": "{home}"}}]')
     try:
         standin.script("interrupt", cli.node_id("node2"), "30")
