@@ -17,7 +17,8 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 # Tests that boot machines run one after another on one pytest-xdist worker, in file order (the modules
 # share clusters): the local nodes (namespaces with their sshd, and the tests that look at the machine's
 # namespaces) in one group, the EC2 stand-in (its own namespace and containers) in another, so that the
-# two chains run at once on the two workers; the rest (unit, moto, kube, training on loopback) fill in.
+# two chains run at once on the two workers; the rest (unit, moto, kube, training on loopback) mostly run
+# once the chains end, as each worker runs its chain through.
 # tests/standin_unit/ holds the stand-in's own tests that boot nothing: outside tests/standin/ they stay
 # off its chain and run with the rest.
 MACHINE_GROUPS = {"tests/e2e/": "local-nodes", "tests/standin/": "standin"}
