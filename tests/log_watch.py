@@ -38,11 +38,6 @@ class LogWatch:
         with self._changed:
             self._changed.notify_all()
 
-    @property
-    def text(self) -> str:
-        with self._changed:
-            return "\n".join(self.lines)
-
     def until(self, what: str, found: Callable[[str], bool], timeout: float) -> bool:
         """Waits until `found(text)`; False if the follow ended first (the run ended, or the connection
         was lost for good). An AssertionError, with the log's end, if neither came within `timeout`."""

@@ -64,7 +64,6 @@ def wait_for_end(env: LocalEnv, cluster: str, run: str, timeout: float = 900) ->
     return records[run]
 
 
-
 def finished(record: Path) -> bool:
     try:
         return json.loads(record.read_text())["state"] in FINISHED
