@@ -193,7 +193,11 @@ def test_instance_boots_with_ssh_sudo_and_console_host_keys(node: Node) -> None:
     addresses = node.ssh("ip -4 -o addr show host0")
     assert f" {node.private_ip}/16 " in addresses
     assert node.public_ip and f" {node.public_ip}/32 " in addresses
-    keys = console_keys(node.id)
+    # cloud-init prints the keys in its last stage, which under load can come after sshd answers.
+    keys, deadline = console_keys(node.id), time.monotonic() + 120
+    while not keys and time.monotonic() < deadline:
+        time.sleep(1)
+        keys = console_keys(node.id)
     assert real_host_key(node) in keys, f"console keys {keys}"
     assert console_keys(node.id, latest=False) == []  # EC2's boot-time buffer: before cloud-init's keys
     raw = describe(node.id)

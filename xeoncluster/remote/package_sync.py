@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import io
+import secrets
+import shlex
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from xeoncluster.core.errors import ConfigError, RemoteError
 from xeoncluster.providers.base import Node
-from xeoncluster.remote.command import in_turn, quietly, remote_command, written_to
+from xeoncluster.remote.command import all_of, in_turn, quietly, remote_command, written_to
 from xeoncluster.wire.layout import PACKAGE_ROOT
 
 if TYPE_CHECKING:  # paramiko's import is a tenth of a CLI call's: a digest needs none of it
@@ -58,22 +60,30 @@ def sync_tree(shell: NodeShell, nodes: list[Node], root: Path, files: list[Path]
     checks = shell.run(nodes, quietly(remote_command("cat", marker)))
     stale = [n for n in nodes if checks[n.name].stdout.strip() != digest]
     if stale:
-        payload = build_tarball(root, files, name)
-        archive = f"{PACKAGE_ROOT}-{digest}.tar.gz"
+        # Named for this sender too: the CLI and the master's agent may both send the same digest at once.
+        archive = f"{PACKAGE_ROOT}-{digest}-{secrets.token_hex(4)}.tar.gz"
         with tempfile.NamedTemporaryFile(suffix=".tar.gz") as handle:
-            handle.write(payload)
+            handle.write(build_tarball(root, files, name))
             handle.flush()
             for node in stale:
                 shell.put(node, Path(handle.name), archive)
-        unpack = in_turn("set -e", remote_command("rm", "-rf", target), remote_command("mkdir", "-p", PACKAGE_ROOT),
-                         remote_command("tar", "-C", PACKAGE_ROOT, "-xzf", archive),
-                         remote_command("rm", "-f", archive), remote_command("mkdir", "-p", target),
-                         written_to(remote_command("echo", digest), marker))
-        results = shell.run(stale, unpack)
+        results = shell.run(stale, unpack_command(target, marker, digest, archive))
         failed = [r for r in results.values() if not r.ok]
         if failed:
             raise RemoteError(f"could not unpack {name} on {failed[0].node}: {failed[0].last_line()}")
     return SyncResult(digest, tuple(n.name for n in stale), target)
+
+
+def unpack_command(target: str, marker: str, digest: str, archive: str) -> str:
+    """Unpack under a lock, and not at all once the marker holds this digest: a second sender that read
+    the marker before the first wrote it would otherwise remove the tree under ranks already importing
+    from it (the agent ships the package at its first beat, as `train` launches)."""
+    replace = all_of(remote_command("rm", "-rf", target), remote_command("tar", "-C", PACKAGE_ROOT, "-xzf", archive),
+                     remote_command("mkdir", "-p", target), written_to(remote_command("echo", digest), marker))
+    script = in_turn(f'[ "$(cat {shlex.quote(marker)} 2>/dev/null)" = {shlex.quote(digest)} ] || {{ {replace}; }}',
+                     "status=$?", remote_command("rm", "-f", archive), 'exit "$status"')
+    return all_of(remote_command("mkdir", "-p", PACKAGE_ROOT),
+                  remote_command("flock", f"{PACKAGE_ROOT}/.sync.lock", "sh", "-c", script))
 
 
 def sync_data_file(shell: NodeShell, nodes: list[Node], local: Path) -> str:
