@@ -22,7 +22,7 @@ import pytest
 import yaml
 from botocore.exceptions import ClientError
 
-from xeoncluster.providers.aws.console import parse_host_keys
+from xeoncluster.providers.aws.console import ConsoleWait, parse_host_keys, poll_host_keys
 from xeoncluster.standin import cgroups
 from xeoncluster.standin.containers import mounts_under
 
@@ -193,11 +193,9 @@ def test_instance_boots_with_ssh_sudo_and_console_host_keys(node: Node) -> None:
     addresses = node.ssh("ip -4 -o addr show host0")
     assert f" {node.private_ip}/16 " in addresses
     assert node.public_ip and f" {node.public_ip}/32 " in addresses
-    # cloud-init prints the keys in its last stage, which under load can come after sshd answers.
-    keys, deadline = console_keys(node.id), time.monotonic() + 120
-    while not keys and time.monotonic() < deadline:
-        time.sleep(1)
-        keys = console_keys(node.id)
+    # cloud-init prints the keys in its last stage, which under load can come after sshd answers: awaited
+    # as the provider awaits them.
+    keys = poll_host_keys(ec2(), node.id, ConsoleWait(delay=1.0, budget=120.0), time.sleep).keys
     assert real_host_key(node) in keys, f"console keys {keys}"
     assert console_keys(node.id, latest=False) == []  # EC2's boot-time buffer: before cloud-init's keys
     raw = describe(node.id)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import io
 import secrets
-import shlex
 import tarfile
 import tempfile
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from xeoncluster.core.errors import ConfigError, RemoteError
 from xeoncluster.providers.base import Node
-from xeoncluster.remote.command import all_of, in_turn, quietly, remote_command, written_to
+from xeoncluster.remote.command import all_of, in_turn, quietly, remote_command, word, written_to
 from xeoncluster.wire.layout import PACKAGE_ROOT
 
 if TYPE_CHECKING:  # paramiko's import is a tenth of a CLI call's: a digest needs none of it
@@ -80,7 +79,8 @@ def unpack_command(target: str, marker: str, digest: str, archive: str) -> str:
     from it (the agent ships the package at its first beat, as `train` launches)."""
     replace = all_of(remote_command("rm", "-rf", target), remote_command("tar", "-C", PACKAGE_ROOT, "-xzf", archive),
                      remote_command("mkdir", "-p", target), written_to(remote_command("echo", digest), marker))
-    script = in_turn(f'[ "$(cat {shlex.quote(marker)} 2>/dev/null)" = {shlex.quote(digest)} ] || {{ {replace}; }}',
+    held = f'[ "$({quietly(remote_command("cat", marker))})" = {word(digest)} ]'
+    script = in_turn(f"{held} || {{ {replace}; }}",
                      "status=$?", remote_command("rm", "-f", archive), 'exit "$status"')
     return all_of(remote_command("mkdir", "-p", PACKAGE_ROOT),
                   remote_command("flock", f"{PACKAGE_ROOT}/.sync.lock", "sh", "-c", script))
