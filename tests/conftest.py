@@ -4,10 +4,13 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests import rank_priority
 
 REPO = Path(__file__).resolve().parents[1]
 # Where the environment forbids bytecode files (CI's does), every CLI call and every agent the tests start
@@ -46,6 +49,14 @@ def interruptible() -> None:
     shell without job control (`bash -c '... &'`) inherit SIGINT ignored, an ignored signal stays ignored
     across exec, and Python then installs no KeyboardInterrupt: the SIGINT would go unheard."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture(scope="session")
+def ranks_yield() -> Iterator[None]:
+    """Ranks past their start train at a lower priority (tests/rank_priority.py says why)."""
+    priority = rank_priority.start()
+    yield
+    priority.stop.set()
 
 
 @pytest.fixture

@@ -20,6 +20,10 @@ from tests.e2e.conftest import LocalEnv, leftovers
 from tests.e2e.test_recovery import wait_for_end
 from tests.e2e.test_train import results_dir, run_dir
 
+# The rank is stopped once the run passes step 150, after its checkpoint-100; 450 leaves a loaded run about a
+# minute of steps to reach that, and the resume from 100 or 200 trains on to the end.
+STALL_STEPS = 450
+
 
 @pytest.fixture(scope="module")
 def guard_cluster(local_env: LocalEnv, warm_image: str) -> Iterator[str]:
@@ -136,7 +140,8 @@ def test_a_rank_that_stops_stepping_is_caught_and_the_run_resumes(local_env: Loc
     the agent saves the stacks, restarts from the newest checkpoint on the same nodes, and the run
     succeeds. Meanwhile `runs --json` shows the pace, the projected cost and each node's use change."""
     local_env.ok("train", "squad", "--demo", "--name", guard_cluster, "--run", "stall", "--detach",
-                 "--stall-minutes", "0.25", "--", "--max-steps", "700", "--save-steps", "100", "--no-eval-before")
+                 "--stall-minutes", "0.25", "--", "--max-steps", str(STALL_STEPS), "--save-steps", "100",
+                 "--no-eval-before")
     seen: list[dict] = []
     deadline = time.monotonic() + 300
     while len({json.dumps(r["usage"], sort_keys=True) for r in seen if r["usage"]}) < 2 or \
@@ -156,7 +161,7 @@ def test_a_rank_that_stops_stepping_is_caught_and_the_run_resumes(local_env: Loc
     assert followed.code == 0, followed.out + followed.err
     assert "the run stalled: no step for" in followed.out and "restart: stalled:" in followed.out
     record = runs_json(local_env, guard_cluster)["stall"]
-    assert record["state"] == "succeeded" and record["restarts"] == 1 and record["step"] == 700, record
+    assert record["state"] == "succeeded" and record["restarts"] == 1 and record["step"] == STALL_STEPS, record
     stacks = list((run_dir(local_env, guard_cluster, "stall") / "stacks").glob("node*-rank-*.txt"))
     assert any("most recent call first" in path.read_text() for path in stacks), stacks
     assert no_ranks_left(guard_cluster)
