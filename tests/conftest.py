@@ -4,13 +4,10 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from tests import rank_priority
 
 REPO = Path(__file__).resolve().parents[1]
 # Where the environment forbids bytecode files (CI's does), every CLI call and every agent the tests start
@@ -20,8 +17,8 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 # Tests that boot machines run one after another on one pytest-xdist worker, in file order (the modules
 # share clusters): the local nodes (namespaces with their sshd, and the tests that look at the machine's
 # namespaces) in one group, the EC2 stand-in (its own namespace and containers) in another, so that the
-# two chains run at once on the two workers; the rest (unit, moto, kube, training on loopback) mostly run
-# once the chains end, as each worker runs its chain through.
+# two chains run at once on two of the three workers; the rest (unit, moto, kube, training on loopback) run
+# on the third, beside them.
 # tests/standin_unit/ holds the stand-in's own tests that boot nothing: outside tests/standin/ they stay
 # off its chain and run with the rest.
 MACHINE_GROUPS = {"tests/e2e/": "local-nodes", "tests/standin/": "standin"}
@@ -49,14 +46,6 @@ def interruptible() -> None:
     shell without job control (`bash -c '... &'`) inherit SIGINT ignored, an ignored signal stays ignored
     across exec, and Python then installs no KeyboardInterrupt: the SIGINT would go unheard."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-@pytest.fixture(scope="session")
-def ranks_yield() -> Iterator[None]:
-    """Ranks past their start train at a lower priority (tests/rank_priority.py says why)."""
-    priority = rank_priority.start()
-    yield
-    priority.stop.set()
 
 
 @pytest.fixture

@@ -49,7 +49,7 @@ def leftovers(env: LocalEnv, name: str) -> dict[str, list[str]]:
 
 
 @pytest.fixture(scope="session")
-def local_env(tmp_path_factory: pytest.TempPathFactory, ranks_yield: None) -> Iterator[LocalEnv]:
+def local_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalEnv]:
     if os.geteuid() != 0:
         pytest.skip("the local provider needs root (network namespaces, mounts); CI runs as root")
     base = tmp_path_factory.mktemp("local")

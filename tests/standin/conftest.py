@@ -49,7 +49,7 @@ class Standin:
 
 
 @pytest.fixture(scope="module")
-def standin(ranks_yield: None) -> Iterator[Standin]:
+def standin() -> Iterator[Standin]:
     stand = Standin(TEST_PATHS, 0)
     stand.script("stop")
     started = time.monotonic()
