@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import signal
@@ -93,7 +94,7 @@ def tensorboard_from_storage(env: LocalEnv, cluster: str, run: str, stored: Path
     ranks = EventAccumulator(str(stored / "ranks"))
     ranks.Reload()
     losses = [e.step for e in ranks.Scalars("train/loss")]
-    every = round(STEPS * DEFAULT_LOGGING_STEPS)
+    every = math.ceil(STEPS * DEFAULT_LOGGING_STEPS)  # a fraction of the run, as the Trainer's compute_steps makes it
     assert set(range(every, STEPS + 1, every)) <= set(losses) and max(losses) == STEPS, losses
     assert "eval/loss" in ranks.Tags()["scalars"], ranks.Tags()
     nodes = EventAccumulator(str(stored / "nodes"))
