@@ -332,13 +332,25 @@ def _image_not_found_right_after_create_image(standin: Any, node: Node) -> None:
     client.deregister_image(ImageId=image_id)
 
 
+def host_pids_of(pattern: str, timeout: float = 10) -> list[str]:
+    """The host's pids of the processes matching `pattern`, once there are any: `cmd & echo $!` answers
+    when the shell has forked, and the fork execs its command a moment later (under CI's load, after
+    ssh has returned: pgrep then saw only the shell)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        pids = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout.split()
+        if pids or time.monotonic() > deadline:
+            return pids
+        time.sleep(0.1)
+
+
 def test_shutdown_from_inside_follows_the_shutdown_behaviour_and_spares_the_other_instances(
         standin: Any, key_pair: Any, node: Node) -> None:
     """An instance that shuts down stops its own users' sessions, never those of the same user on
     another instance (containers that shared one cgroup tree did: a worker's rank died with the old
     master)."""
     other = node.ssh("nohup sleep 907.25 >/dev/null 2>&1 & echo $!").strip()
-    [host_pid] = subprocess.run(["pgrep", "-f", "^sleep 907.25$"], capture_output=True, text=True).stdout.split()
+    [host_pid] = host_pids_of("^sleep 907.25$")
     # Same user, same session number, one shared tree: a scope one instance's systemd stops would be the
     # other's too. Each instance's tree is its own.
     assert f"/{cgroups.GROUP}/{node.id}/" in Path(f"/proc/{host_pid}/cgroup").read_text()
