@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -66,3 +67,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             group = "local-nodes"
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Warm rank servers (xeoncluster/node/warm_start) that the tests' ranks started wait for more ranks for
+    minutes, shared by the workers: once every worker is done, the session leaves none behind (a cluster's go
+    with its nodes)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    from xeoncluster.node.warm_start.server import running
+
+    for server in running():  # on this machine's own network: the tests' (PYTEST_VERSION), not a cluster node's
+        if any(line.startswith(b"PYTEST_VERSION=") for line in server.environ):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(server.pid, signal.SIGKILL)

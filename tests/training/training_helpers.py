@@ -22,7 +22,9 @@ def offline_env(**extra: str) -> dict[str, str]:
         TRANSFORMERS_NO_ADVISORY_WARNINGS="1",
         PYTHONPATH=str(REPO) + os.pathsep + env.get("PYTHONPATH", ""),
     )
-    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK", "XC_STACK"):
+    # Per test phase and per worker: the ranks' warm servers (xeoncluster/node/warm_start) would differ with them.
+    for name in ("PYTEST_CURRENT_TEST", "PYTEST_XDIST_WORKER", "RANK", "WORLD_SIZE", "LOCAL_RANK", "PMI_RANK",
+                 "PMI_SIZE", "OMPI_COMM_WORLD_RANK", "XC_STACK"):
         env.pop(name, None)
     # One OpenMP thread: these runs share 2 cores with the two chains' ranks, and a 2-thread process among
     # others measured 3.6x slower per step than a 1-thread one. A test may still ask for more.

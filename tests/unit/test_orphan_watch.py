@@ -84,6 +84,17 @@ def test_it_never_fires_while_a_rank_runs(tmp_path: Path) -> None:
         stop(node)
 
 
+def test_a_warm_rank_server_alone_does_not_keep_the_node(tmp_path: Path) -> None:
+    """The server ranks are forked from (xeoncluster/node/warm_start) waits for the next job, ranks or not."""
+    server = shlex.join([sys.executable, "-c", "import time; time.sleep(30)", "-m", "xeoncluster.node.warm_start",
+                         "xeoncluster-warm-0-0"])
+    node, off = start_watch(tmp_path / "orphan", minutes=0.02, beside=server)
+    try:
+        assert wait_for(off, 15)
+    finally:
+        stop(node)
+
+
 def test_zero_minutes_ends_the_watch_without_firing(tmp_path: Path) -> None:
     node, off = start_watch(tmp_path / "orphan", minutes=0)
     assert node.wait(10) == 0 and not off.exists()

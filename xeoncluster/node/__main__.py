@@ -8,6 +8,7 @@ import os
 import sys
 import traceback
 
+from xeoncluster.node.diagnostics.startup_clock import StartupClock
 from xeoncluster.node.rank_env import XC_ENV_FILE
 from xeoncluster.node.startup.errors import TrainingError
 
@@ -33,10 +34,8 @@ def report_failure(reason: str, lines: tuple[str, ...]) -> None:
     emit(FailedEvent(rank=from_env(os.environ).rank, node=own_address(), reason=reason, lines=lines))
 
 
-def main(argv: list[str] | None = None) -> int:
-    from xeoncluster.node.diagnostics.startup_clock import StartupClock
-
-    clock = StartupClock()
+def main(argv: list[str] | None = None, clock: StartupClock | None = None) -> int:
+    clock = clock or StartupClock()
     load_env_file(os.environ)
 
     from xeoncluster.node.events.labels import label_streams
@@ -74,11 +73,22 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
 
 
-if __name__ == "__main__":
-    from xeoncluster.node.startup.process_exit import leave
+def start(argv: list[str]) -> int:
+    """A rank MPI started runs forked from the node's warm server when it can (warm_start), else here."""
+    from xeoncluster.node.warm_start.relay import run_warm
 
+    load_env_file(os.environ)  # its values are part of what a warm server must have been started with
+    code = run_warm(argv, os.environ)
+    if code is not None:
+        return code
     # A rank that dies in native code (SIGABRT, SIGSEGV) prints where each of its threads was: its last
     # lines reach the run's log, where MPI alone would only say which signal killed it. Here, not in
     # main(): the process's stderr, not whatever stands in for it where main() is called in-process.
     faulthandler.enable()
-    leave(main())
+    return main(argv[1:])
+
+
+if __name__ == "__main__":
+    from xeoncluster.node.startup.process_exit import leave
+
+    leave(start(sys.argv))

@@ -35,6 +35,9 @@ CHECK_SECONDS = 30.0
 TAKEOVER_SECONDS = 150.0  # two missed beats and a half: one late beat is no loss
 # A rank of a built-in task or of a user's script, and the MPI launcher and proxies that start them.
 RANK_MARKS = (b"\0-m\0xeoncluster.node", b"mpiexec", b"hydra_pmi_proxy")
+# A node's warm rank server (xeoncluster/node/warm_start) outlives the ranks it forked, by design: alone, it
+# is no rank. Its forked ranks carry its command line too, but the processes MPI started for them are there.
+WARM_SERVER_MARK = b"\0-m\0xeoncluster.node.warm_start\0"
 SESSION_MARK = b"sshd"  # "sshd: ubuntu@pts/0" (OpenSSH 9.8+: "sshd-session: ubuntu@pts/0")
 
 
@@ -60,6 +63,8 @@ def command_lines() -> Iterator[bytes]:
 def in_use() -> str:
     """What keeps this node from being orphaned now: a rank, or somebody logged in; "" for nothing."""
     for line in command_lines():
+        if WARM_SERVER_MARK in line:
+            continue
         if any(mark in line for mark in RANK_MARKS):
             return "a rank runs"
         if line.startswith(b"\0" + SESSION_MARK) and b"@pts/" in line:

@@ -26,6 +26,7 @@ XC_NODE_INDEX = "XC_NODE_INDEX"
 XC_BATCH_WORLD = "XC_BATCH_WORLD"
 XC_HOLD_FILE = "XC_HOLD_FILE"
 XC_HOLD_SECONDS = "XC_HOLD_SECONDS"
+XC_WARM_START = "XC_WARM_START"
 
 STOP_FILE = "stop-request"  # in the run's folder on every node: its presence asks the ranks to stop
 
@@ -59,4 +60,6 @@ CONTRACT: tuple[Variable, ...] = (
              "wait for this file before they resume from the newest checkpoint", "agent/prestart"),
     Variable(XC_HOLD_SECONDS, "how long such ranks wait for their release before they give up (default 600)",
              "agent/prestart"),
+    Variable(XC_WARM_START, "'0': ranks MPI starts are not forked from the node's warm server (warm_start) but start "
+             "cold", "the user"),
 )
