@@ -39,14 +39,17 @@ def test_ssh_command_from_user_shell(local_env: LocalEnv, cluster3: str) -> None
 
 
 def test_exec_fans_out_in_parallel(local_env: LocalEnv, cluster3: str) -> None:
-    # 3 x sleep 4 in series take 12 s; in parallel 4 s plus the CLI's start and SSH, which took up to
-    # 3.6 s on a loaded 2-core CI machine (a 2 s sleep with a 5.5 s bound failed there at 5.6 s).
-    start = time.monotonic()
-    out = local_env.ok("exec", "--name", cluster3, "--", "sleep 4; hostname").out
-    elapsed = time.monotonic() - start
-    lines = sorted(line.split("|") [0].strip() + "=" + line.split("|")[1].strip() for line in out.splitlines())
-    assert lines == [f"{n}={n}" for n in NODES]
-    assert elapsed < 10, f"exec took {elapsed:.1f}s; 3 x sleep 4 must run in parallel"
+    """Each node says when its command began: in parallel, all within a moment; in series, 4 s apart. The
+    CLI's own time is not measured (a bound on it, 10 s for 3 x sleep 4, failed at 10.5 s on a loaded CI)."""
+    out = local_env.ok("exec", "--name", cluster3, "--", 'echo "$(hostname) $(date +%s.%N)"; sleep 4').out
+    began = {}
+    for line in out.splitlines():
+        node, text = (part.strip() for part in line.split("|", 1))
+        name, when = text.split()
+        assert name == node
+        began[node] = float(when)
+    assert sorted(began) == NODES
+    assert max(began.values()) - min(began.values()) < 3, f"began {began}; 3 x sleep 4 must run in parallel"
 
 
 def test_exec_exit_code_is_the_worst_node(local_env: LocalEnv, cluster3: str) -> None:
