@@ -198,7 +198,7 @@ def relaunch_parts(found: list[RunEvent], restart: dict[str, Any], relaunch: flo
 
 
 def measure(cli: Cli, cluster: str, notice: float, args: argparse.Namespace, role: str = "worker",
-            trial: int = 1) -> Recovery:
+            trial: int = 1) -> list[Recovery]:
     run = (f"rec-{role}-{notice:g}s" if notice else f"rec-{role}-none") + f"-{trial}"
     cli.out("train", "squad", "--name", cluster, "--demo", "--run", run, "--detach", "--",
             "--max-steps", str(args.steps), "--save-steps", str(args.save_steps))
@@ -226,7 +226,28 @@ def measure(cli: Cli, cluster: str, notice: float, args: argparse.Namespace, rol
     found = Recovery(notice, role, lost_at_step, round(sum(parts.values()), 1), int(metrics["lost_steps"]), parts,
                      relaunch, restart, trial=trial)
     print(f"measured: {json.dumps(asdict(found))}", file=sys.stderr, flush=True)  # kept if a later one fails
-    return found
+    if not restart.get("replacing"):
+        return [found]
+    # It trained on with the node left while the replacement booted (--train-while-replacing): the growth
+    # that followed paused the run too.
+    stored = json.loads(agent_file(cli, args.on, cluster, run, "run.json"))
+    return [found, *change_rows(found_events, [("then grow-back", stored["growths"][0], 0.0)], lost_at_step,
+                                trial, notice)]
+
+
+def change_rows(found_events: list[RunEvent], changes: list[tuple[str, dict[str, Any], float]], lost_at_step: int,
+                trial: int, notice: float = 0.0) -> list[Recovery]:
+    """One row per change of the run's nodes: its label, its restart or growth record, and when its loss came
+    (0: a growth, which pauses from the ranks' stop)."""
+    rows = []
+    for label, change, at in changes:
+        exact = pause_parts(found_events, at or float(change["began_at"]), change, 0 if at else 1)
+        parts = {k: round(v, 1) for k, v in exact.items()}
+        relaunch = {k: round(v, 2) for k, v in relaunch_parts(found_events, change, exact["relaunch"]).items()}
+        rows.append(Recovery(notice, "worker", lost_at_step, round(sum(parts.values()), 1),
+                             int(change.get("lost_steps", 0)), parts, relaunch, change, label, trial))
+        print(f"measured: {json.dumps(asdict(rows[-1]))}", file=sys.stderr, flush=True)
+    return rows
 
 
 def measure_shrink(cli: Cli, cluster: str, args: argparse.Namespace, root: Path, trial: int = 1) -> list[Recovery]:
@@ -253,16 +274,8 @@ def measure_shrink(cli: Cli, cluster: str, args: argparse.Namespace, root: Path,
     stored = json.loads(agent_file(cli, args.on, cluster, run, "run.json"))
     found_events = events(cli, args.on, cluster, run)
     (cli.home / f"{run}.events.jsonl").write_text("".join(e.to_json() + "\n" for e in found_events))
-    rows = []
-    for label, change, at in (("worker, no capacity", stored["restarts"][0], lost_at),
-                              ("grow-back", stored["growths"][0], 0.0)):
-        exact = pause_parts(found_events, at or float(change["began_at"]), change, 0 if at else 1)
-        parts = {k: round(v, 1) for k, v in exact.items()}
-        relaunch = {k: round(v, 2) for k, v in relaunch_parts(found_events, change, exact["relaunch"]).items()}
-        rows.append(Recovery(0, "worker", lost_at_step, round(sum(parts.values()), 1),
-                             int(change.get("lost_steps", 0)), parts, relaunch, change, label, trial))
-        print(f"measured: {json.dumps(asdict(rows[-1]))}", file=sys.stderr, flush=True)
-    return rows
+    return change_rows(found_events, [("worker, no capacity", stored["restarts"][0], lost_at),
+                                      ("grow-back", stored["growths"][0], 0.0)], lost_at_step, trial)
 
 
 def recoveries(cli: Cli, args: argparse.Namespace) -> tuple[float, list[Recovery]]:
@@ -279,11 +292,11 @@ def recoveries(cli: Cli, args: argparse.Namespace) -> tuple[float, list[Recovery
 
 
 def every_row(cli: Cli, args: argparse.Namespace, trial: int) -> list[Recovery]:
-    found = [measure(cli, "benchrec", notice, args, trial=trial) for notice in args.notices]
+    found = [row for notice in args.notices for row in measure(cli, "benchrec", notice, args, trial=trial)]
     if args.shrink:
         found += measure_shrink(cli, "benchrec", args, cli.home.parent / "root", trial)
     masters = args.masters if args.on == "standin" else []  # a local cluster's agent runs on this machine
-    return found + [measure(cli, "benchrec", notice, args, "master", trial) for notice in masters]
+    return found + [row for notice in masters for row in measure(cli, "benchrec", notice, args, "master", trial)]
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
-"""Spot-native training on real local nodes: with no CLI alive, the run's agent replaces a lost node
-under its name and the run goes on from the newest checkpoint; a cluster grows in place;
---max-interruptions 0 keeps the one-line failure."""
+"""Spot-native training on real local nodes: with no CLI alive, the run's agent trains on without a lost node
+while it replaces it, and grows back; a noticed node is swapped for a replacement readied ahead; a cluster
+grows in place; --max-interruptions 0 keeps the one-line failure."""
 from __future__ import annotations
 
 import json
@@ -14,6 +14,9 @@ from tests.log_watch import FINISHED
 
 SAVE_STEPS = 40
 STEPS = 200  # the loss comes at step 60: what follows only has to end the run
+# ... or outlast the replacement's start, on the node left, for the run to grow back: a new node's warm-up (its
+# data, then the job started ahead on both) took GROWN_TAKES s here.
+GROWN_STEPS = 500
 NOTICES = 1  # the stand-in's sweep test gives one run five, more than --max-restarts' default
 NOTICED_STEPS = 500  # a notice took 190-260 steps to swap in unloaded
 
@@ -80,11 +83,14 @@ def wait_for_stored(path: Path, timeout: float = 120) -> None:
 
 
 def test_a_detached_run_survives_a_lost_node_with_no_cli_alive(local_env: LocalEnv, warm_image: str) -> None:
+    """With no CLI alive and no notice, the run trains on with the node left while the agent replaces the lost
+    one (--train-while-replacing, the default: nobody idles through the replacement's start), then grows back
+    to both nodes at a step."""
     name = "e2erec"
     local_env.ok("up", "--name", name, "--nodes", "2")
     try:
         started = local_env.ok("train", "squad", "--name", name, "--demo", "--run", "lost", "--detach", "--",
-                               "--max-steps", str(STEPS), "--save-steps", str(SAVE_STEPS))
+                               "--max-steps", str(GROWN_STEPS), "--save-steps", str(SAVE_STEPS))
         assert "run lost started" in started.out  # and no CLI process is left: local_env.ok waited for it
         log = local_env.home / "clusters" / name / "runs" / "lost" / "train.log"
         deadline = time.monotonic() + 600
@@ -95,12 +101,15 @@ def test_a_detached_run_survives_a_lost_node_with_no_cli_alive(local_env: LocalE
         record = wait_for_end(local_env, name, "lost")
         assert record["state"] == "succeeded" and record["restarts"] >= 1, record
         fetched = local_env.ok("logs", "lost", "--name", name)
-        assert "agent: restart: node1 lost" in fetched.out
+        assert "agent: restart: node1 lost" in fetched.out and "training on with 1 node(s) while it is replaced" \
+            in fetched.out, fetched.out[-3000:]
+        assert "agent: grew back: node1 joined; training on 2 node(s)" in fetched.out, fetched.out[-3000:]
         assert f"metrics: {local_env.home / 'results' / name / 'lost' / 'metrics.json'}" in fetched.out
         metrics = json.loads((local_env.home / "results" / name / "lost" / "metrics.json").read_text())
-        assert metrics["world_size"] == 2 and metrics["global_steps"] == STEPS
+        assert metrics["world_size"] == 2 and metrics["global_steps"] == GROWN_STEPS
         [restart] = metrics["restarts"]
         assert restart["node"] == "node1" and restart["from_step"] is not None and restart["from_step"] >= SAVE_STEPS
+        assert restart["nodes_after"] == 1 and restart["replacing"] is True, restart
         assert 0 <= metrics["lost_steps"] <= SAVE_STEPS
         # The agent wrote metrics.json with the restarts before storing it: `logs` after `down` reads this copy.
         stored = local_env.home / "storage" / name / "runs" / "lost" / "results" / "metrics.json"

@@ -386,7 +386,8 @@ def test_without_capacity_for_a_replacement_the_run_trains_on_with_fewer_nodes_a
     train = start_train(cli, "nocap", 800, 50, until=30)
     standin.script("faults", f'capacity=[{{"zone": "{home}"}}]')
     try:
-        standin.script("interrupt", cli.node_id("node2"), "30")
+        # Long enough for a replacement (a 30 s notice is not: the run would train on to it without asking for one).
+        standin.script("interrupt", cli.node_id("node2"), "90")
         deadline = time.monotonic() + 600
         while "(2/3 nodes)" not in cli("runs", "--name", CLUSTER).stdout:
             assert time.monotonic() < deadline and train.poll() is None, why(cli, "nocap", run_record(cli, "nocap"))

@@ -27,9 +27,9 @@ from .training_helpers import REPO, offline_env
 TAG = "WARM_TEST_TAG"  # not a per-launch name (XC_* are): part of the servers' environment, so these tests' own
 
 
-def command(demo_dir: Path, out: Path, *extra: str, steps: int = 3) -> list[str]:
+def command(demo_dir: Path, out: Path, *extra: str, steps: int = 3, ranks: int = 2) -> list[str]:
     mpiexec = Path(sys.executable).parent / "mpiexec.hydra"
-    return [str(mpiexec), "-n", "2", sys.executable, "-m", "xeoncluster.node", "squad",
+    return [str(mpiexec), "-n", str(ranks), sys.executable, "-m", "xeoncluster.node", "squad",
             "--model", str(demo_dir / "model"), "--train-file", str(demo_dir / "squad" / "train.json"),
             "--output-dir", str(out), "--cache-dir", str(out.parent / "cache"), "--max-train-samples", "64",
             "--max-seq-length", "64", "--doc-stride", "24", "--batch-size", "4", "--max-steps", str(steps),
@@ -63,11 +63,11 @@ def warm(tmp_path: Path) -> Iterator[dict[str, str]]:
         os.kill(pid, signal.SIGKILL)
 
 
-def launch(demo_dir: Path, out: Path, env: dict[str, str], *extra: str, **changes: str
+def launch(demo_dir: Path, out: Path, env: dict[str, str], *extra: str, ranks: int = 2, **changes: str
            ) -> subprocess.CompletedProcess[str]:
     env = {**env, "MASTER_PORT": str(_free_port()), **changes}
-    return subprocess.run(command(demo_dir, out, *extra), cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(command(demo_dir, out, *extra, ranks=ranks), cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300)
 
 
 def started(out: str) -> dict[str, float]:
@@ -100,6 +100,21 @@ def test_a_forked_rank_trains_as_a_cold_one_in_a_fraction_of_the_start(demo_dir:
     cold_start, warm_start = started(cold.stdout), started(again.stdout)
     assert warm_start["startup_libraries_s"] < 0.5 < cold_start["startup_libraries_s"], (cold_start, warm_start)
     assert warm_start["startup_python_s"] < 2, warm_start  # from the process MPI started, not the fork
+
+
+def test_a_data_warm_up_under_mpi_leaves_the_server_the_next_job_s_rank_forks_from(demo_dir: Path, tmp_path: Path,
+                                                                                 warm: dict[str, str]) -> None:
+    """What the agent runs on a replacement while the run trains (Preparer.warm, LaunchPlan.warm_up): the rank's
+    --warm-data as a rank of its own under mpiexec, with the launch's environment. It starts the node's server,
+    and the next job's rank there, the replacement's first, starts forked instead of importing its libraries."""
+    warmed = launch(demo_dir, tmp_path / "warm", warm, "--warm-data", ranks=1)
+    assert warmed.returncode == 0, warmed.stdout[-2000:] + warmed.stderr[-2000:]
+    assert "training features ready on this node" in warmed.stdout and not (tmp_path / "warm").exists()
+    [server] = servers(tag_of(warm))
+    trained = launch(demo_dir, tmp_path / "run", warm, ranks=1)
+    assert trained.returncode == 0, trained.stdout[-2000:] + trained.stderr[-2000:]
+    assert servers(tag_of(warm)) == [server]  # the same import environment: no server of its own
+    assert started(trained.stdout)["startup_libraries_s"] < 0.5, started(trained.stdout)
 
 
 def test_the_rank_mpi_started_ends_as_its_forked_rank_and_takes_it_along(demo_dir: Path, tmp_path: Path,

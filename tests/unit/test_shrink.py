@@ -15,6 +15,7 @@ from xeoncluster.agent import regrowth, restart, shrink
 from xeoncluster.agent.attempt import Outcome
 from xeoncluster.agent.regrowth import Regrowth, free_indices
 from xeoncluster.agent.restart import Recovery
+from xeoncluster.agent.shrink import ShrinkRule
 from xeoncluster.core.errors import ProviderError, TrainingError
 from xeoncluster.node.events.events import EXIT_STOPPED
 from xeoncluster.providers.base import Node
@@ -89,7 +90,7 @@ def recovery(cluster: Cluster, min_nodes: int = 1, cancelled: Any = lambda _s: F
                           reporter=SimpleNamespace(warn=warned.append, step=None, detail=lambda _: None))
     plan = SimpleNamespace(run="r1", home="/home/ubuntu", nodes=tuple(NODES))
     shell = SimpleNamespace(close=lambda: None)
-    return Recovery(ctx, shell, plan, 45, {}, {}, min_nodes, cancelled)  # type: ignore[arg-type]
+    return Recovery(ctx, shell, plan, 45, {}, {}, ShrinkRule(min_nodes), cancelled)  # type: ignore[arg-type]
 
 
 def test_a_worker_with_no_replacement_leaves_the_run_on_the_nodes_it_has(seen: Seen) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -186,3 +187,20 @@ def test_the_training_package_reads_the_env_file_first(tmp_path: Path) -> None:
     environ = {"XC_ENV_FILE": str(path), "OMP_NUM_THREADS": "1"}
     load_env_file(environ)
     assert (environ["HF_TOKEN"], environ["OMP_NUM_THREADS"]) == ("v1", "3")
+
+
+def test_a_replacement_s_warm_up_is_one_rank_with_the_launch_s_environment_and_pinning() -> None:
+    """Preparer.warm on a replacement: its --warm-data runs as one MPI rank from the master, with the running
+    launch's -genv (the pin domain included, so it lands on local rank 0's CPU set), minus the hold of a job
+    started ahead: the warm rank server it leaves is the one the next job's first rank there looks for."""
+    plan = dry_run_plan(TaskRequest(task="squad", demo=True), get_stack("stock"), planned("c7i.48xlarge"),
+                        "c7i.48xlarge", 2, "ubuntu")
+    held = plan.ahead("/home/ubuntu/xeoncluster/runs/r1/.xc-ahead/hosts", "/tmp/release-1", plan.port)
+    program = ["/home/ubuntu/venv/bin/python", "-m", "xeoncluster.node", "squad", "--warm-data"]
+    words = shlex.split(held.warm_up("node3", program))
+    assert words[:8] == ["I_MPI_HYDRA_BRANCH_COUNT=-1", "/home/ubuntu/venv/bin/mpiexec.hydra", "-hosts", "node3",
+                         "-n", "1", "-ppn", "1"]
+    pairs = {(words[i + 1], words[i + 2]) for i, word in enumerate(words) if word == "-genv"}
+    assert pairs == {(k, v) for k, v in held.ranks.env if k != "XC_HOLD_FILE"}
+    assert ("I_MPI_PIN_DOMAIN", "socket") in pairs and "XC_HOLD_FILE" in held.ranks.env_dict()
+    assert words[-len(program):] == program

@@ -9,7 +9,7 @@ from xeoncluster.agent.attempt import Attempt
 from xeoncluster.agent.handover import Handover
 from xeoncluster.agent.pace import Pace
 from xeoncluster.agent.prestart import Ahead
-from xeoncluster.agent.proactive import Replacement
+from xeoncluster.agent.proactive import Readying
 from xeoncluster.agent.record_keeper import RecordKeeper
 from xeoncluster.agent.regrowth import Regrowth
 from xeoncluster.agent.run_storage import RunStorage
@@ -41,9 +41,10 @@ class CurrentRun:
     verdict: str = ""  # why the run cannot go on, from the last recovery
     stopped: str = ""  # why the agent stopped the run short of its end (its --max-cost ceiling); "" for a cancel
     noticed: dict[str, NoticeEvent] = field(default_factory=dict)
-    replacements: dict[str, Replacement] = field(default_factory=dict)
+    replacements: dict[str, Readying] = field(default_factory=dict)
     handover: Handover | None = None  # the master's successor, launched on the master's notice
     growth: Regrowth | None = None  # the nodes a shrunk run asks for, to grow back
+    grow_at_once: bool = False  # it shrank while its lost nodes are replaced: the growth asks at once, not in 20 s
     ahead: Ahead | None = None  # the next job, started and held while this one trains (agent/prestart.py)
 
     @classmethod

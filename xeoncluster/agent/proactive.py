@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Protocol
 
 from xeoncluster.agent.recovery import restore_checkpoint
 from xeoncluster.cluster.command_context import CommandContext
@@ -20,6 +21,17 @@ from xeoncluster.operations.up_nodes import add_nodes, check_mesh, playbook_runn
 from xeoncluster.providers.base import LaunchRequest, Node
 from xeoncluster.providers.node_kinds import Role
 from xeoncluster.remote.shell import NodeShell
+
+
+class Readying(Protocol):
+    """What the recovery waits for when a noticed node ends: a Replacement, or none to be had in time
+    (agent/short_notice.py). `error`: why a replacement failed to launch."""
+
+    old: Node
+    new: Node | None
+    error: str
+
+    def wait(self) -> Node | None: ...
 
 
 class Replacement:

@@ -53,6 +53,8 @@ def launch_missing(ctx: CommandContext, record: ClusterRecord, shell: NodeShell)
         add_nodes(ctx, record, new, shell)
         if recorded_image(record) is None:
             playbook_runner(ctx, shell).run_all(load_playbooks(), new, ctx.reporter.detail)
+        record.replaced = sorted(set(record.replaced) | {node.name for node in new})  # `status` marks them
+        ctx.state.save(record)
     except (Exception, KeyboardInterrupt):
         for node in new:
             if record.node(node.name) is None:  # launched, not yet recorded
@@ -64,12 +66,14 @@ def launch_missing(ctx: CommandContext, record: ClusterRecord, shell: NodeShell)
 
 class Regrowth:
     """In a thread: launch the missing nodes (asking again with backoff while there is no capacity), warm
-    them, then call `on_ready`. `ready` once they are; `stop()` ends the asking."""
+    them, then call `on_ready`. `ready` once they are; `stop()` ends the asking. `at_once`: the first ask
+    comes now, not after the first wait (the run shrank only while its lost nodes are replaced)."""
 
     def __init__(self, ctx: CommandContext, warm: Callable[[Node], None], on_ready: Callable[[list[Node]], None],
-                 first_wait: float | None = None) -> None:
+                 first_wait: float | None = None, at_once: bool = False) -> None:
         self.ctx, self.warm, self.on_ready = ctx, warm, on_ready
-        self.wait = backoff() if first_wait is None else backoff(first_wait)
+        self._waits = backoff() if first_wait is None else backoff(first_wait)
+        self._first_now = at_once
         self.new: list[Node] = []
         self.ready = False
         self._stopped = threading.Event()
@@ -83,7 +87,7 @@ class Regrowth:
         self._stopped.set()
 
     def _run(self) -> None:
-        while not self._stopped.wait(self.wait()):
+        while not self._stopped.wait(self._next_wait()):
             try:
                 with contextlib.closing(self.ctx.shell()) as shell:
                     self.new = self._launch(shell)
@@ -94,6 +98,12 @@ class Regrowth:
                 self.ready = True
                 self.on_ready(self.new)
             return
+
+    def _next_wait(self) -> float:
+        if self._first_now:
+            self._first_now = False
+            return 0.0
+        return self._waits()
 
     def _launch(self, shell: NodeShell) -> list[Node]:
         record = self.ctx.state.load()

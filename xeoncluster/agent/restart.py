@@ -4,7 +4,10 @@ A node that announced its end and whose replacement is ready is swapped for it; 
 is replaced under its own name (repair). Then every node gets the newest checkpoint any of them
 holds. A failure with every node alive (a bug, bad data) is not a loss: there is nothing to recover.
 A lost worker that cannot be replaced (no capacity) leaves the run on the nodes it has, down to the
-run's --min-nodes; below that it waits for capacity (agent/shrink.py).
+run's --min-nodes; below that it waits for capacity (agent/shrink.py). With --train-while-replacing (the
+default) a lost worker with no replacement ready is not waited for at all: the run trains on without it
+while the agent launches its replacement, and grows back once that is ready (agent/regrowth.py), so the
+survivors do not stand idle, billing, through a boot.
 """
 from __future__ import annotations
 
@@ -13,10 +16,10 @@ import time
 from collections.abc import Callable
 
 from xeoncluster.agent.attempt import Outcome
-from xeoncluster.agent.proactive import Replacement, swap_in
+from xeoncluster.agent.proactive import Readying, swap_in
 from xeoncluster.agent.recovery import last_step, lost_nodes, replace_lost, restore_checkpoint
 from xeoncluster.agent.regrowth import launch_missing
-from xeoncluster.agent.shrink import can_shrink, rejoin, shrink, wait_for_floor
+from xeoncluster.agent.shrink import ShrinkRule, can_shrink, rejoin, shrink, wait_for_floor
 from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.cluster.state import ClusterRecord
 from xeoncluster.core.errors import TrainingError
@@ -31,15 +34,18 @@ from xeoncluster.wire.layout import RemoteLayout
 
 class Recovery:
     def __init__(self, ctx: CommandContext, shell: NodeShell, plan: LaunchPlan, reported_step: int,
-                 noticed: dict[str, NoticeEvent], replacements: dict[str, Replacement], min_nodes: int = 1,
+                 noticed: dict[str, NoticeEvent], replacements: dict[str, Readying], rule: ShrinkRule | None = None,
                  cancelled: Callable[[float], bool] = lambda _seconds: False) -> None:
         self.ctx, self.shell, self.plan = ctx, shell, plan
         self.reported_step = reported_step
         self.noticed, self.replacements = noticed, replacements
-        self.min_nodes, self.cancelled = min_nodes, cancelled
+        rule = rule or ShrinkRule()
+        self.min_nodes, self.cancelled = rule.min_nodes, cancelled
+        self.train_on = rule.while_replacing  # a lost worker is replaced while the run trains on
         self.run_dir = RemoteLayout(plan.home).run_dir(plan.run)
         self.verdict = ""  # why there is nothing to recover into, when there is not
         self.shrunk_to: int | None = None  # the nodes the run trains on after a shrink
+        self.replacing = False  # it shrank to train on while the lost nodes' replacements boot: grow back at once
 
     def run(self, outcome: Outcome, spent: str = "") -> Restart | None:
         """`spent`: why a lost node may not be replaced (a budget that is used up); then it only says so."""
@@ -71,7 +77,8 @@ class Recovery:
         lost_steps = 0 if stopped is not None and stopped.step == step else max(0, last - (step or 0))
         return Restart(node=names, reason="; ".join(why for _, why in lost), from_step=step,
                        seconds=time.monotonic() - started, lost_steps=lost_steps, replacement=", ".join(swapped),
-                       began_at=began_at, kind=RestartKind.INTERRUPTION, nodes_after=self.shrunk_to)
+                       began_at=began_at, kind=RestartKind.INTERRUPTION, nodes_after=self.shrunk_to,
+                       replacing=self.replacing)
 
     def _replace(self, cluster: ClusterRecord, lost: list[tuple[Node, str]],
                  ready: dict[str, Node | None]) -> tuple[int | None, list[str]]:
@@ -84,6 +91,8 @@ class Recovery:
                 swapped.append(new.name)
             else:
                 rest.append((node, why))
+        if rest and self._trains_on(cluster, [node for node, _ in rest]):
+            return self._train_on(cluster, [node for node, _ in rest]), swapped
         if rest:
             try:
                 replace_lost(self.ctx, cluster, self.shell, rest, self.plan.run)
@@ -93,6 +102,21 @@ class Recovery:
                 step = restore_checkpoint(self.ctx, self.shell, cluster.node_list(), self.run_dir)
             swapped += [node.name for node, _ in rest]
         return step, swapped
+
+    def _trains_on(self, cluster: ClusterRecord, gone: list[Node]) -> bool:
+        """Whether the run goes on without `gone` while their replacements boot: workers only, down to
+        --min-nodes (below it the replacement is waited for, as without --train-while-replacing). A node
+        whose replacement already failed to launch is a question of capacity: asked once more, as without."""
+        failed = {address for address, r in self.replacements.items() if r.error}
+        return (self.train_on and can_shrink(cluster, gone) and len(cluster.nodes) - len(gone) >= self.min_nodes
+                and not any(node.private_ip in failed for node in gone))
+
+    def _train_on(self, cluster: ClusterRecord, gone: list[Node]) -> int | None:
+        """The run goes on without `gone` now; the growth that follows launches their replacements."""
+        self.replacing, self.shrunk_to = True, len(cluster.nodes) - len(gone)
+        self.ctx.reporter.warn(f"training on with {self.shrunk_to} node(s) while "
+                               f"{', '.join(node.name for node in gone)} is replaced")
+        return shrink(self.ctx, cluster, self.shell, gone, self.run_dir, remove=self._remove_later)
 
     def _without(self, cluster: ClusterRecord, gone: list[Node], exc: TrainingError) -> int | None:
         """No replacement for `gone`: train on without them, or below --min-nodes wait for capacity."""

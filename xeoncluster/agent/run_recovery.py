@@ -11,7 +11,7 @@ from xeoncluster.agent.attempt import Outcome
 from xeoncluster.agent.current_run import CurrentRun
 from xeoncluster.agent.failure import outcome_line
 from xeoncluster.agent.restart import Recovery
-from xeoncluster.agent.shrink import rejoin
+from xeoncluster.agent.shrink import ShrinkRule, rejoin
 from xeoncluster.agent.stall import restart_in_place
 from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.job.train_plan import LaunchPlan
@@ -25,13 +25,14 @@ def recover(run: CurrentRun, shell: NodeShell, plan: LaunchPlan, outcome: Outcom
     """A lost node is an interruption (within --max-interruptions); a stall with every node there is the
     job's own failure (within --max-restarts)."""
     run.keeper.recovering()
-    recovery = Recovery(run.ctx, shell, plan, run.record.step, run.noticed, run.replacements, run.request.min_nodes,
-                        run.cancelled.wait)
+    rule = ShrinkRule(run.request.min_nodes, run.request.train_while_replacing)
+    recovery = Recovery(run.ctx, shell, plan, run.record.step, run.noticed, run.replacements, rule, run.cancelled.wait)
     restart = recovery.run(outcome, spent=interruptions_spent(run))
     if restart is None and run.stalled and not recovery.verdict and run.failure_restarts_left():
         restart = restart_in_place(run.ctx, shell, plan, run.record.step, f"stalled: {run.stalled}")
         run.keeper.stalled()
     run.verdict = recovery.verdict
+    run.grow_at_once = recovery.replacing
     run.noticed, run.replacements = {}, {}
     if restart is not None:  # prices are estimates: asked beside the relaunch, not before it
         threading.Thread(target=price_nodes, args=(run,), name="xc-price-nodes", daemon=True).start()

@@ -12,6 +12,7 @@ from xeoncluster.agent.current_run import CurrentRun
 from xeoncluster.agent.handover import Handover
 from xeoncluster.agent.prestart import DEADLINE_MARGIN_SECONDS, HELD_WITHIN_SECONDS, start_ahead
 from xeoncluster.agent.proactive import Replacement
+from xeoncluster.agent.short_notice import TrainOnWithout, too_short
 from xeoncluster.agent.stall import stop_stalled
 from xeoncluster.cluster.state import ClusterRecord
 from xeoncluster.core.errors import XeonClusterError
@@ -22,6 +23,7 @@ from xeoncluster.node.events.events import PARAMETERS, NoticeEvent, RunEvent
 from xeoncluster.operations.train_prepare import Preparer
 from xeoncluster.providers.abilities import AgentOnMaster, inter_zone_usd_per_gb
 from xeoncluster.providers.base import Node
+from xeoncluster.providers.registry import spec_for
 from xeoncluster.runs.record import Live, NodeUse, RankStartup, RunState
 from xeoncluster.runs.zone_traffic import ZoneSpread
 
@@ -90,9 +92,26 @@ class RunWatches:
         if node.is_master:
             self._hand_over(cluster)
             return
+        if self._train_on_without(node, event):
+            return
         replacement = Replacement(run.ctx, cluster, node, self.warm, self._replacement_ready,
                                   functools.partial(self._no_replacement, node))
         run.replacements[event.node] = replacement.start()
+
+    def _train_on_without(self, node: Node, event: NoticeEvent) -> bool:
+        """A notice shorter than a replacement takes (agent/short_notice.py), on a run that may train on without
+        the node: the job on the nodes left starts ahead, and the ranks train on to the notice's deadline."""
+        run = self.run
+        left = [n for n in run.plan.nodes if n.name != node.name]
+        need = spec_for(run.ctx.config.provider).replace_seconds
+        if not (run.request.train_while_replacing and len(left) >= run.request.min_nodes
+                and too_short(event.deadline, time.time(), need)):
+            return False
+        run.note(f"{node.name}'s notice leaves less time than a replacement takes to be ready (about {need:.0f}s): "
+                 f"the run trains on to its deadline, then on {len(left)} node(s) while the replacement boots")
+        start = functools.partial(self._start_ahead, left, [], self._left(node))
+        run.replacements[event.node] = TrainOnWithout(node, start).start()
+        return True
 
     def _hand_over(self, cluster: ClusterRecord) -> None:
         """Where the agent lives on the master and the run is stored, a successor takes over (agent/handover.py);
@@ -119,7 +138,7 @@ class RunWatches:
         data_too = run.record.state is RunState.RUNNING
         with contextlib.closing(run.ctx.shell()) as shell:
             Preparer(run.ctx, run.request, run.stack(), [node]).warm(shell, node, run.plan.home, run.plan.run,
-                                                                    data_too)
+                                                                    data_too, run.plan)
 
     def _replacement_ready(self, node: Node) -> None:
         """The job that follows the swap starts first and waits, held; then the ranks are asked to stop."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from xeoncluster.agent.recovery import restore_checkpoint
 from xeoncluster.cluster.command_context import CommandContext
@@ -22,6 +23,16 @@ from xeoncluster.remote.shell import NodeShell
 
 FIRST_WAIT_SECONDS = 20.0
 LONGEST_WAIT_SECONDS = 600.0
+
+
+@dataclass(frozen=True)
+class ShrinkRule:
+    """When a run trains on with fewer nodes: `min_nodes` (--min-nodes), the fewest it trains on; and
+    `while_replacing` (--train-while-replacing), also while a lost worker's replacement starts, not only when
+    none is to be had."""
+
+    min_nodes: int = 1
+    while_replacing: bool = False
 
 
 def backoff(first: float = FIRST_WAIT_SECONDS, longest: float = LONGEST_WAIT_SECONDS) -> Callable[[], float]:
@@ -40,13 +51,17 @@ def can_shrink(record: ClusterRecord, lost: list[Node]) -> bool:
     return bool(lost) and all(not node.is_master for node in lost) and record.master is not None
 
 
-def shrink(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, lost: list[Node], run_dir: str) -> int | None:
-    """Drop `lost` from the cluster, rewrite the master's files for the survivors, check reach, and give
-    every survivor the newest checkpoint; returns its step."""
+def shrink(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, lost: list[Node], run_dir: str,
+           remove: Callable[[Node], None] | None = None) -> int | None:
+    """Drop `lost` from the cluster (each through `remove`, default: removed now), rewrite the master's files
+    for the survivors, check reach, and give every survivor the newest checkpoint; returns its step."""
     names = {node.name for node in lost}
     for node in lost:
-        with contextlib.suppress(XeonClusterError):  # reclaimed already, or EC2 reclaims it: `down` finds it by tag
-            remove_node(ctx.provider, ctx.config, node)
+        if remove is not None:
+            remove(node)
+        else:
+            with contextlib.suppress(XeonClusterError):  # reclaimed already, or EC2 reclaims it: `down` finds it
+                remove_node(ctx.provider, ctx.config, node)
         ctx.state.forget_host(node.name)
     record.set_nodes([n for n in record.node_list() if n.name not in names])
     ctx.state.save(record)

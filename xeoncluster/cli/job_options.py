@@ -61,6 +61,7 @@ class TrainOptions(JobOptions):
     stall_minutes: float
     max_interruptions: int | None
     min_nodes: int
+    train_while_replacing: bool
     max_cost: float | None
     dry_run: bool
     nodes: int | None

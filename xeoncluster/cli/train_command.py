@@ -74,6 +74,11 @@ SCRIPT_ONLY = (("--workdir", "workdir"), ("--data", "data"), ("--exclude", "excl
               help="when a lost node cannot be replaced (no capacity), the run trains on with the nodes it has, "
                    "keeping its global batch, and grows back when capacity returns; below this many nodes it "
                    "waits instead, checkpointed and stored, asking for capacity")
+@click.option("--train-while-replacing/--wait-for-replacement", default=True, show_default=True,
+              help="a worker lost with no replacement ready (no notice, or a notice shorter than a boot): the "
+                   "run trains on with the other nodes (down to --min-nodes, keeping its global batch) while "
+                   "the replacement boots, and grows back once it is ready. --wait-for-replacement keeps every "
+                   "node waiting for it instead, idle, and resumes on as many nodes as before")
 @click.option("--max-cost", type=float, metavar="USD",
               help="stop the run once its nodes have cost this much (their $/hour times its hours), checkpointed "
                    "and stored as at the cluster's deadline; `train --run RUN --resume` continues it without a "
@@ -127,6 +132,7 @@ def _train(ctx: click.Context, options: TrainOptions, cluster: dict[str, Any]) -
                                     "stall_minutes": options.stall_minutes,
                                     "max_interruptions": options.max_interruptions,
                                     "min_nodes": options.min_nodes,
+                                    "train_while_replacing": options.train_while_replacing,
                                     "max_cost": options.max_cost},
                           {"data": options.data_files})
     axes = sweep.parse_axes(options.sweeps)

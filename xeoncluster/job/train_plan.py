@@ -82,6 +82,14 @@ class LaunchPlan:
         ranks = replace(self.ranks, env=env)
         return replace(self, ranks=ranks, argv=tuple(mpirun_command(self.argv[0], hostfile, ranks, self.program)))
 
+    def warm_up(self, host: str, program: list[str]) -> str:
+        """`program` as one rank of this launch's first local rank on `host` alone (run from the master): a
+        rank MPI starts, with this launch's environment and pinning, so it leaves the node's warm server
+        (node/warm_start) as the next job's rank there will look for it, which then starts forked from it."""
+        env = [part for key, value in self.ranks.env if key != XC_HOLD_FILE for part in ("-genv", key, value)]
+        argv = [self.argv[0], "-hosts", host, "-n", "1", "-ppn", "1", *env, *program]
+        return f"{LAUNCHER_ENV} {render_command(argv)}"
+
     @property
     def port(self) -> str:
         return self.ranks.env_dict().get("MASTER_PORT", MASTER_PORT)
@@ -137,7 +145,8 @@ def resume_command(request: AnyRequest, cluster: str, run: str, resume: bool = T
               ("--max-cost", None if resume else request.max_cost))
     args += [part for flag, value in valued if value is not None for part in (flag, str(value))]
     args += [flag for flag, on in (("--demo", task is not None and task.demo), ("--offline", request.offline),
-                                   ("--no-tune", not request.tuned)) if on]
+                                   ("--no-tune", not request.tuned),
+                                   ("--wait-for-replacement", not request.train_while_replacing)) if on]
     args += [part for name, _ in request.env for part in ("--env", f"{name}=...")]
     args += ["--run", run, *(["--resume"] if resume else [])]
     return shlex.join(args + (["--", *request.trainer_args] if request.trainer_args else []))

@@ -38,6 +38,10 @@ class TrainRequest:
     storage: str | None = None  # --storage: where the run is kept beyond the nodes (else the config's)
     stall_minutes: float = DEFAULT_STALL_MINUTES  # a step this long overdue (and 10x the median step) is a hang
     min_nodes: int = 1  # a run that lost nodes it cannot replace trains on with at least this many, else waits
+    # A worker lost with no replacement ready (no notice, or one shorter than a replacement's boot): the run
+    # trains on without it, down to min_nodes, while its replacement boots, and grows back once it is ready;
+    # False: every node waits, idle, for the replacement, and the run resumes on as many nodes as before.
+    train_while_replacing: bool = True
     batch_world: int | None = None  # set by the agent: the world the global batch was set for (its first launch)
 
     @property

@@ -24,6 +24,7 @@ from xeoncluster.job.train_plan import (
 )
 from xeoncluster.job.train_request import AnyRequest, ScriptRequest, TaskRequest
 from xeoncluster.operations.script_prepare import sync_script
+from xeoncluster.operations.up_nodes import master_ssh_files
 from xeoncluster.providers.base import Node
 from xeoncluster.remote.command import HomePath, all_of, remote_command, word
 from xeoncluster.remote.package_sync import sync_data_file, sync_tree
@@ -109,17 +110,20 @@ class Preparer:
             data["eval"] = sync_data_file(shell, nodes, Path(request.eval_file))
         return data
 
-    def warm(self, shell: NodeShell, node: Node, home: str, run: str, data_too: bool) -> None:
+    def warm(self, shell: NodeShell, node: Node, home: str, run: str, data_too: bool,
+             launch: LaunchPlan | None = None) -> None:
         """Give a node that joins a running job what it would otherwise build on the critical path: the
         package and the data files; with `data_too` (the job still trains, so this is off the critical
-        path), also what its rank builds from them, else (for --demo) the demo assets."""
+        path), also what its rank builds from them, else (for --demo) the demo assets. With the running job's
+        `launch`, that data work runs as an MPI rank of its own from the master, so that the node's warm
+        server (node/warm_start) is up with the libraries imported when the next job's rank starts there."""
         data = self.sync(shell, [node])
         request = self.request
         if not isinstance(request, TaskRequest):
             return
         if data_too:
             self.send_env_file(shell, run)
-            self._warm_data(shell, node, home, run, data)
+            self._warm_data(shell, node, home, run, data, launch)
         elif request.demo:
             command = (f"cd ~/{PACKAGE_ROOT} && PYTHONPATH=~/{NODE_LIB} ~/{VENV}/bin/python -m {NODE_MODULE} "
                        f"demo-assets --out ~/{PACKAGE_ROOT}/demo")
@@ -127,19 +131,36 @@ class Preparer:
             if not result.ok:
                 raise RemoteError(f"could not build the demo assets on {node.name}: {result.last_line()}")
 
-    def _warm_data(self, shell: NodeShell, node: Node, home: str, run: str, data: dict[str, str]) -> None:
+    def _warm_data(self, shell: NodeShell, node: Node, home: str, run: str, data: dict[str, str],
+                   launch: LaunchPlan | None) -> None:
         """The rank's own command with --warm-data, alone on the node: the data, the model files and the
         features cache the resumed rank then loads (else every rank waits while it tokenizes)."""
         assert isinstance(self.request, TaskRequest)
-        env = launch_env(self.request, self.stack, home, run)
         program = program_args(replace(self.request, resume=False), self.stack, home, run, data)
         # Right after the task: whatever the user's trainer arguments end with, the flag stays ours.
-        command = remote_command("env", *(f"{k}={v}" for k, v in env.items()), *program[:4], "--warm-data",
-                                 *program[4:])
+        program = [*program[:4], "--warm-data", *program[4:]]
         with self.ctx.reporter.step(f"prepare the data and features on {node.name}"):
-            result = shell.run([node], command)[node.name]
+            result = self._warm_rank(shell, node, program, launch) if launch is not None else None
+            if result is None or not result.ok:
+                if result is not None:
+                    self.ctx.reporter.detail(f"{node.name}: no warm rank server ahead ({result.last_line()})")
+                env = launch_env(self.request, self.stack, home, run)
+                result = shell.run([node], remote_command("env", *(f"{k}={v}" for k, v in env.items()),
+                                                          *program))[node.name]
         if not result.ok:  # the resumed rank builds them itself
             self.ctx.reporter.warn(f"could not prepare the data on {node.name} ahead: {result.last_line()}")
+
+    def _warm_rank(self, shell: NodeShell, node: Node, program: list[str], launch: LaunchPlan) -> CommandResult:
+        """`program` as a rank on `node`, started where that node's ranks will be started from: a worker's from
+        the launch's master, whose ssh files then name it too; the master's successor (under its name) from
+        itself, as it will start its own rank once it is the master."""
+        master = launch.nodes[0]
+        if node.name == master.name:
+            launcher, reached = node, [node]
+        else:
+            launcher, reached = master, [*(n for n in launch.nodes if n.name != node.name), node]
+        shell.put_files(launcher, master_ssh_files(self.ctx, reached))
+        return shell.run([launcher], launch.warm_up(node.name, program))[launcher.name]
 
     def check_checkpoint(self, shell: NodeShell, home: str, run: str) -> bool | None:
         """Whether the master holds a checkpoint of `run` (else it may come from storage); None when it

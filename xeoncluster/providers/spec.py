@@ -36,6 +36,9 @@ class ProviderSpec:
     poweroff: str | None = None
     # What a cold `up` can take on this provider: a `max_hours` deadline shorter than that is refused.
     up_minutes: float = 2.0
+    # What a replacement for a noticed node takes to be ready to join the run (launch, boot, SSH, the run's
+    # files): a notice with less time left does not wait for one; the run trains on without the node.
+    replace_seconds: float = 10.0
     storage_url: re.Pattern[str] | None = None  # the storage URLs it serves besides a folder (checked whole)
     storage_url_text: str = ""     # the same, for people
     # Variables of the master's own environment its agent keeps (where the cloud's API is, if not the

@@ -69,6 +69,7 @@ class Restart(BaseModel):
     prepare_seconds: Amount = 0.0  # after the recovery, preparing the relaunch (topology, package and data sync)
     kind: RestartKind = RestartKind.INTERRUPTION
     nodes_after: Count | None = None  # a lost node with no replacement: the nodes the run trained on after
+    replacing: bool = False  # with nodes_after: shrunk while the replacement boots (a growth follows), not for capacity
 
     @model_validator(mode="before")
     @classmethod
@@ -84,6 +85,10 @@ class Restart(BaseModel):
         if self.node == IN_PLACE:
             return (f"restart: {self.reason}; on the same nodes, resuming from {start}, {self.lost_steps} step(s) "
                     f"lost; the restart took {self.seconds:.0f}s")
+        if self.nodes_after is not None and self.replacing:
+            return (f"restart: {self.node} lost ({self.reason}); training on with {self.nodes_after} node(s) while "
+                    f"it is replaced, resuming from {start}, {self.lost_steps} step(s) lost; recovery took "
+                    f"{self.seconds:.0f}s")
         if self.nodes_after is not None:
             return (f"restart: {self.node} lost ({self.reason}); no replacement to be had: training on with "
                     f"{self.nodes_after} node(s), resuming from {start}, {self.lost_steps} step(s) lost; recovery "
