@@ -172,3 +172,24 @@ def test_the_growth_after_a_shrink_while_replacing_asks_at_once(monkeypatch: pyt
 def test_old_records_have_no_shrink_while_replacing() -> None:
     assert Restart.model_validate({"node": "node1", "reason": "r", "from_step": 40, "seconds": 2, "lost_steps": 0,
                                    "nodes_after": 1}).replacing is False
+
+
+def test_the_growth_launches_once_the_lost_node_is_removed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The new node takes the lost one's name, and a local node's id is its name: a removal still under way
+    would take the new node with it."""
+    order: list[str] = []
+    ready = threading.Event()
+
+    def removing() -> None:
+        time.sleep(0.3)
+        order.append("removed")
+
+    monkeypatch.setattr(regrowth, "launch_missing", lambda *_: (order.append("launched"), [NODES[2]])[1])
+    ctx = SimpleNamespace(state=SimpleNamespace(load=lambda: SimpleNamespace(ready=True, name="c1", nodes=[],
+                                                                             config={"nodes": 3})),
+                          reporter=SimpleNamespace(warn=lambda _: None, step=lambda _: _Nothing()),
+                          shell=lambda: SimpleNamespace(close=lambda: None))
+    removal = threading.Thread(target=removing)
+    removal.start()
+    Regrowth(ctx, lambda _n: None, lambda _nodes: ready.set(), at_once=True, after=(removal,)).start()  # type: ignore[arg-type]
+    assert ready.wait(5) and order == ["removed", "launched"]

@@ -67,11 +67,14 @@ def launch_missing(ctx: CommandContext, record: ClusterRecord, shell: NodeShell)
 class Regrowth:
     """In a thread: launch the missing nodes (asking again with backoff while there is no capacity), warm
     them, then call `on_ready`. `ready` once they are; `stop()` ends the asking. `at_once`: the first ask
-    comes now, not after the first wait (the run shrank only while its lost nodes are replaced)."""
+    comes now, not after the first wait (the run shrank only while its lost nodes are replaced). `after`: the
+    lost nodes' removals, which end first: a new node takes a lost one's name, and on some providers (local
+    nodes) a node's id is its name."""
 
     def __init__(self, ctx: CommandContext, warm: Callable[[Node], None], on_ready: Callable[[list[Node]], None],
-                 first_wait: float | None = None, at_once: bool = False) -> None:
-        self.ctx, self.warm, self.on_ready = ctx, warm, on_ready
+                 first_wait: float | None = None, at_once: bool = False,
+                 after: tuple[threading.Thread, ...] = ()) -> None:
+        self.ctx, self.warm, self.on_ready, self.after = ctx, warm, on_ready, after
         self._waits = backoff() if first_wait is None else backoff(first_wait)
         self._first_now = at_once
         self.new: list[Node] = []
@@ -106,6 +109,8 @@ class Regrowth:
         return self._waits()
 
     def _launch(self, shell: NodeShell) -> list[Node]:
+        for removal in self.after:
+            removal.join()
         record = self.ctx.state.load()
         if record is None or not record.ready:
             return []

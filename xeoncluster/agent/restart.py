@@ -46,6 +46,7 @@ class Recovery:
         self.verdict = ""  # why there is nothing to recover into, when there is not
         self.shrunk_to: int | None = None  # the nodes the run trains on after a shrink
         self.replacing = False  # it shrank to train on while the lost nodes' replacements boot: grow back at once
+        self.removals: list[threading.Thread] = []  # the lost nodes' removals, off the critical path
 
     def run(self, outcome: Outcome, spent: str = "") -> Restart | None:
         """`spent`: why a lost node may not be replaced (a budget that is used up); then it only says so."""
@@ -141,4 +142,6 @@ class Recovery:
                 remove_node(self.ctx.provider, self.ctx.config, node)
             except Exception as exc:  # noqa: BLE001 - EC2 reclaims it anyway; `down` finds it by tag otherwise
                 self.ctx.reporter.warn(f"could not remove {node.name} ({node.id}): {exc}")
-        threading.Thread(target=remove, name=f"xc-remove-{node.name}").start()
+        removal = threading.Thread(target=remove, name=f"xc-remove-{node.name}")
+        removal.start()
+        self.removals.append(removal)
