@@ -295,8 +295,9 @@ def test_a_sweep_queues_on_the_master_and_its_second_run_recovers_five_spot_inte
         for r in metrics["restarts"]), metrics["restarts"]
     assert metrics["lost_steps"] == 0 and metrics["world_size"] == 3 and metrics["global_steps"] == five_steps
     assert "agent: rank 1 on " in fetched and "is ready to replace the noticed node" in fetched
-    # Each swap's job was started ahead and held while the old one trained on (issue 38).
-    assert fetched.count("agent: released the job started ahead on ") == NOTICES, fetched[-3000:]
+    # Each swap's job was started ahead and held while the old one trained on (issue 38); a notice the agent saw
+    # late enough to train on through it instead releases two: its shrink's and its growth's.
+    assert fetched.count("agent: released the job started ahead on ") >= NOTICES, fetched[-3000:]
     # Every rank of the last launch said where its start went, the hold included.
     assert [r["rank"] for r in record["startup"]] == [0, 1, 2], record["startup"]
     assert all(r["parts"]["libraries"] > 0 and "held" in r["parts"] and r["node"] for r in record["startup"])

@@ -193,3 +193,11 @@ def test_the_growth_launches_once_the_lost_node_is_removed(monkeypatch: pytest.M
     removal.start()
     Regrowth(ctx, lambda _n: None, lambda _nodes: ready.set(), at_once=True, after=(removal,)).start()  # type: ignore[arg-type]
     assert ready.wait(5) and order == ["removed", "launched"]
+
+
+def test_the_line_that_resumes_a_run_keeps_wait_for_replacement() -> None:
+    from xeoncluster.job.train_plan import resume_command
+
+    waits = resume_command(TaskRequest(task="squad", demo=True, train_while_replacing=False), "c1", "r1")
+    assert "--wait-for-replacement" in waits.split()
+    assert "--wait-for-replacement" not in resume_command(TaskRequest(task="squad", demo=True), "c1", "r1")

@@ -115,9 +115,10 @@ AWS = ProviderSpec(
     # InstanceInitiatedShutdownBehavior=terminate (instances.py): a node's own shutdown terminates it.
     poweroff="sudo -n shutdown -h now",
     up_minutes=15.0,  # a first bake of a 100 GiB root volume, and the nodes' boots
-    # From the image: a spot launch and boot with cloud-init (30-50 s on EC2, 20 s on the stand-in), SSH, the
-    # run's package and data.
-    replace_seconds=60.0,
+    # The least a replacement from the image takes to be ready (a spot launch and a boot with cloud-init: 20 s on
+    # the stand-in, more on EC2; SSH, the run's package and data): with less left a swap cannot come in time. Not
+    # more: a 90 s notice seen late under load (CI's) was taken for a short one at 60 s.
+    replace_seconds=30.0,
     storage_url=re.compile(r"s3://[^/\s]+(/\S*)?"),
     storage_url_text="s3://BUCKET/PREFIX",
     agent_env=("AWS_ENDPOINT_URL",),
