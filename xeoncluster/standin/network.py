@@ -4,6 +4,7 @@ hands out is either one of our containers or unreachable."""
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import subprocess
 from dataclasses import dataclass
@@ -32,10 +33,19 @@ class Network:
     def exists(self) -> bool:
         return self.netns_path.exists()
 
+    @property
+    def bridge_mac(self) -> str:
+        """A fixed, locally administered address for the bridge (the VPC router, resolver and IMDS live on
+        it). Left unset, a Linux bridge takes the lowest of its ports' addresses and changes it as containers
+        come and go, while each container keeps the old one in its neighbour cache: its queries to the resolver
+        then went to another container, unanswered, for two 5 s resolver timeouts (docs/spot.md). EC2's do not move."""
+        digest = hashlib.sha256(self.bridge.encode()).digest()[:5]
+        return ":".join(f"{b:02x}" for b in (0x02, *digest))
+
     def create(self) -> None:
         _ip("netns", "add", self.netns)
         self.ip("link", "set", "lo", "up")
-        self.ip("link", "add", self.bridge, "type", "bridge")
+        self.ip("link", "add", self.bridge, "address", self.bridge_mac, "type", "bridge")
         self.ip("addr", "add", f"{self.gateway}/{self.prefixlen}", "dev", self.bridge)
         self.ip("addr", "add", f"{self.imds}/32", "dev", self.bridge)
         self.ip("addr", "add", f"{self.dns}/32", "dev", self.bridge)
