@@ -44,7 +44,6 @@ class CurrentRun:
     replacements: dict[str, Readying] = field(default_factory=dict)
     handover: Handover | None = None  # the master's successor, launched on the master's notice
     growth: Regrowth | None = None  # the nodes a shrunk run asks for, to grow back
-    grow_at_once: bool = False  # it shrank while its lost nodes are replaced: the growth asks at once, not in 20 s
     removals: list[threading.Thread] = field(default_factory=list)  # the last recovery's lost nodes being removed
     ahead: Ahead | None = None  # the next job, started and held while this one trains (agent/prestart.py)
 

@@ -32,7 +32,7 @@ def recover(run: CurrentRun, shell: NodeShell, plan: LaunchPlan, outcome: Outcom
         restart = restart_in_place(run.ctx, shell, plan, run.record.step, f"stalled: {run.stalled}")
         run.keeper.stalled()
     run.verdict = recovery.verdict
-    run.grow_at_once, run.removals = recovery.replacing, recovery.removals
+    run.removals = recovery.removals
     run.noticed, run.replacements = {}, {}
     if restart is not None:  # prices are estimates: asked beside the relaunch, not before it
         threading.Thread(target=price_nodes, args=(run,), name="xc-price-nodes", daemon=True).start()

@@ -183,9 +183,10 @@ class Supervisor:
         # A cluster short of its size for another reason is `up`'s to repair: only a run that shrank grows back.
         shrunk = any(r.nodes_after is not None for r in run.record.restarts)
         if run.growth is None and shrunk and len(plan.nodes) < size and cluster is not None and cluster.ready:
-            run.growth = Regrowth(run.ctx, self.watches.warm, self.watches.grown, at_once=run.grow_at_once,
+            # A shrink while the lost nodes are replaced asks for them at once, not after the first wait.
+            at_once = run.record.restarts[-1].replacing if run.record.restarts else False
+            run.growth = Regrowth(run.ctx, self.watches.warm, self.watches.grown, at_once=at_once,
                                   after=tuple(run.removals)).start()
-        run.grow_at_once = False
         return size
 
     def _hand_over(self) -> bool:

@@ -153,9 +153,9 @@ class Preparer:
     def _warm_rank(self, shell: NodeShell, node: Node, program: list[str], launch: LaunchPlan) -> CommandResult | None:
         """`program` as a rank on a worker `node`, started from the launch's master (as the worker's ranks will
         be), whose ssh files then name it too; None for the master's successor, which has the master's name.
-        Started from the successor itself, its rank forked warm after the handover, but the successor's first
-        job then took 20 s longer to launch and its process group 10 s longer (45.3 and 43.6 s paused, against
-        19.3 s without, on the stand-in), for a reason not found: it does its data work alone."""
+        Started from the successor itself, its rank forked warm after the handover, but the run paused 45.3 and
+        43.6 s against 19.3 s without, on the stand-in, while its DNS queries were being lost (docs/spot.md);
+        not measured again since that was fixed, it does its data work alone."""
         master = launch.nodes[0]
         if node.name == master.name:
             return None
