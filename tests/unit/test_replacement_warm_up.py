@@ -69,14 +69,14 @@ def test_a_worker_s_data_work_is_a_rank_mpiexec_starts_from_the_master(preparer:
     assert shell.files == [(MASTER.private_ip, ["node0@10.0.0.2", "node1@10.0.0.3", "node2@10.0.0.4"])]
 
 
-def test_the_master_s_successor_does_its_data_work_alone(preparer: Preparer) -> None:
-    """It has the master's name, which the master's ssh files cannot give two machines (and started from itself,
-    its first job after the handover launched 20 s slower on the stand-in)."""
+def test_the_master_s_successor_starts_its_own_rank(preparer: Preparer) -> None:
+    """It has the master's name, and will start its own rank once it is the master: from itself, with ssh
+    files naming only it."""
     shell = Shell()
     preparer._warm_data(shell, SUCCESSOR, "/home/ubuntu", "r1", {}, launch())  # type: ignore[arg-type]
     [(where, command)] = shell.ran
-    assert where == SUCCESSOR.private_ip and command.startswith("env ") and "mpiexec" not in command
-    assert shell.files == []
+    assert where == SUCCESSOR.private_ip and "-hosts node0 -n 1 -ppn 1 " in command
+    assert shell.files == [(SUCCESSOR.private_ip, ["node0@10.0.0.9"])]
 
 
 def test_where_the_rank_cannot_be_launched_the_data_work_runs_alone(preparer: Preparer) -> None:

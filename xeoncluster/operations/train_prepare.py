@@ -150,17 +150,18 @@ class Preparer:
         if not result.ok:  # the resumed rank builds them itself
             self.ctx.reporter.warn(f"could not prepare the data on {node.name} ahead: {result.last_line()}")
 
-    def _warm_rank(self, shell: NodeShell, node: Node, program: list[str], launch: LaunchPlan) -> CommandResult | None:
-        """`program` as a rank on a worker `node`, started from the launch's master (as the worker's ranks will
-        be), whose ssh files then name it too; None for the master's successor, which has the master's name.
-        Started from the successor itself, its rank forked warm after the handover, but the run paused 45.3 and
-        43.6 s against 19.3 s without, on the stand-in, while its DNS queries were being lost (docs/spot.md);
-        not measured again since that was fixed, it does its data work alone."""
+    def _warm_rank(self, shell: NodeShell, node: Node, program: list[str], launch: LaunchPlan) -> CommandResult:
+        """`program` as a rank on `node`, started where that node's ranks will be started from: a worker's from
+        the launch's master, whose ssh files then name it too; the master's successor (under its name) from
+        itself, as it will start its own rank once it is the master, which then forks warm (the master's
+        120 s notice paused a stand-in run 10.5 s against 18.9 s with its server started after the handover)."""
         master = launch.nodes[0]
         if node.name == master.name:
-            return None
-        shell.put_files(master, master_ssh_files(self.ctx, [*(n for n in launch.nodes if n.name != node.name), node]))
-        return shell.run([master], launch.warm_up(node.name, program))[master.name]
+            launcher, reached = node, [node]
+        else:
+            launcher, reached = master, [*(n for n in launch.nodes if n.name != node.name), node]
+        shell.put_files(launcher, master_ssh_files(self.ctx, reached))
+        return shell.run([launcher], launch.warm_up(node.name, program))[launcher.name]
 
     def check_checkpoint(self, shell: NodeShell, home: str, run: str) -> bool | None:
         """Whether the master holds a checkpoint of `run` (else it may come from storage); None when it
