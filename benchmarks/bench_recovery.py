@@ -20,7 +20,10 @@ trains on the node left (issue 37), and grows back once capacity returns; both p
 Each pause is broken down from the run's own events (events.jsonl on the agent's host) and its
 restart record: `ended` (the last step to the end of the job: the stop and its checkpoint, or, with no
 notice, noticing the loss), `recover` (the agent's replacement and checkpoint restore), `relaunch` (to
-rank 0's `started`: mpirun, python, torch, the model and the rendezvous) and `first step`. The relaunch
+rank 0's `started`: mpirun, python, torch, the model and the rendezvous) and `first step`. A DDP step needs
+every rank, so steps after a loss without notice show the lost node still ran (a clean shutdown, the
+stand-in's as EC2's, keeps its rank stepping for seconds): such a pause starts at the ranks' last step,
+and how long they stepped on after the loss was asked for is reported apart (`stepped on`). The relaunch
 is broken down further: `prepare` (the agent's topology probe and package sync, from the restart
 record), `launch` (mpirun and SSH up to rank 0's process start) and the parts rank 0's `started` event
 reports (xeoncluster/node/diagnostics/startup_clock.py, PARTS). A job started ahead of a swap (a notice
@@ -66,6 +69,7 @@ class Recovery:
     restart: dict[str, object]
     label: str = ""  # what the row is, when not a loss with or without notice
     trial: int = 1  # every row is measured once per trial (--repeat), all on one cluster
+    stepped_on: float = 0.0  # no notice: seconds the ranks still stepped after the loss was asked for
 
     @property
     def kind(self) -> str:
@@ -174,11 +178,21 @@ def pause_parts(found: list[RunEvent], lost_at: float, restart: dict[str, Any], 
     resumed = began + took
     first = next(e for e in found if e.kind == "step" and e.time > resumed)
     started = next((e for e in found if e.kind == "started" and resumed <= e.time <= first.time), None)
-    before = [e for e in found if e.kind == "step" and e.time <= began]
-    last = before[-1].time if notice else min(lost_at, before[-1].time)
+    # Without a notice too, from the ranks' last step: a DDP step needs every rank, so one after the loss shows
+    # the lost node still ran (the stand-in's clean shutdown, as EC2's, keeps its rank stepping for seconds).
+    last = [e for e in found if e.kind == "step" and e.time <= began][-1].time
     relaunched = started.time if started else first.time
     return {"ended": began - last, "recover": took, "relaunch": relaunched - resumed,
             "first step": first.time - relaunched}
+
+
+def stepped_on(found: list[RunEvent], lost_at: float, restart: dict[str, Any], notice: float) -> float:
+    """Without a notice, how long the ranks still stepped after the loss was asked for, the lost node among
+    them: not in the pause, which starts at their last step."""
+    if notice:
+        return 0.0
+    last = [e for e in found if e.kind == "step" and e.time <= float(restart["began_at"])][-1].time
+    return round(max(0.0, last - lost_at), 1)
 
 
 def relaunch_parts(found: list[RunEvent], restart: dict[str, Any], relaunch: float) -> dict[str, float]:
@@ -224,7 +238,7 @@ def measure(cli: Cli, cluster: str, notice: float, args: argparse.Namespace, rol
     parts = {k: round(v, 1) for k, v in exact.items()}
     relaunch = {k: round(v, 2) for k, v in relaunch_parts(found_events, restart, exact["relaunch"]).items()}
     found = Recovery(notice, role, lost_at_step, round(sum(parts.values()), 1), int(metrics["lost_steps"]), parts,
-                     relaunch, restart, trial=trial)
+                     relaunch, restart, trial=trial, stepped_on=stepped_on(found_events, lost_at, restart, notice))
     print(f"measured: {json.dumps(asdict(found))}", file=sys.stderr, flush=True)  # kept if a later one fails
     if not restart.get("replacing"):
         return [found]
@@ -245,7 +259,8 @@ def change_rows(found_events: list[RunEvent], changes: list[tuple[str, dict[str,
         parts = {k: round(v, 1) for k, v in exact.items()}
         relaunch = {k: round(v, 2) for k, v in relaunch_parts(found_events, change, exact["relaunch"]).items()}
         rows.append(Recovery(notice, "worker", lost_at_step, round(sum(parts.values()), 1),
-                             int(change.get("lost_steps", 0)), parts, relaunch, change, label, trial))
+                             int(change.get("lost_steps", 0)), parts, relaunch, change, label, trial,
+                             stepped_on(found_events, at, change, 0) if at else 0.0))
         print(f"measured: {json.dumps(asdict(rows[-1]))}", file=sys.stderr, flush=True)
     return rows
 
@@ -335,11 +350,12 @@ def main() -> None:
     print(json.dumps({"on": args.on, "cpu": cpu_model(), "warm_one_node_up_seconds": round(warm_up, 1),
                       "save_steps": args.save_steps, "runs": [asdict(r) for r in results]}, indent=2))
     print(f"{'loss':22} {'trial':>5} {'pause s':>8} {'vs warm up':>10} {'lost steps':>10}  "
-          "ended / recover / relaunch / first step")
+          "ended / recover / relaunch / first step  (stepped on after the loss)")
     for r in results:
         parts = " / ".join(f"{v:.1f}" for v in r.parts.values())
+        after = f"  ({r.stepped_on:.1f} s)" if r.stepped_on else ""
         print(f"{r.kind:22} {r.trial:>5} {r.pause_seconds:>8.1f} {r.pause_seconds / warm_up:>10.2f} "
-              f"{r.lost_steps:>10}  {parts}")
+              f"{r.lost_steps:>10}  {parts}{after}")
     for r in results:
         print(f"{r.kind} ({r.trial}) relaunch: " + ", ".join(f"{k} {v:.2f}" for k, v in r.relaunch_parts.items()))
 
