@@ -170,29 +170,31 @@ def capacity(cli: Cli, on: str, cluster: str, root: Path, available: bool) -> No
     standin("faults", "capacity=" + ("[]" if available else json.dumps([{"instance_type": t} for t in types])))
 
 
-def pause_parts(found: list[RunEvent], lost_at: float, restart: dict[str, Any], notice: float) -> dict[str, float]:
-    """From the last step before the stop (or the loss, without a notice) to the first step after, in
-    the parts the events and the restart record mark. A resumed attempt whose `started` did not reach
-    the events (seen once on the stand-in) gets its relaunch up to its first step, and no first-step part."""
+def last_step(found: list[RunEvent], restart: dict[str, Any]) -> float:
+    """When the ranks took their last step before the restart or growth `restart` began."""
+    began = float(restart["began_at"])
+    return [e for e in found if e.kind == "step" and e.time <= began][-1].time
+
+
+def pause_parts(found: list[RunEvent], restart: dict[str, Any]) -> dict[str, float]:
+    """From the ranks' last step before the stop to the first step after, in the parts the events and the
+    restart record mark; without a notice too, as a DDP step needs every rank: one after the loss shows the
+    lost node still ran (the stand-in's clean shutdown, as EC2's, keeps its rank stepping for seconds). A
+    resumed attempt whose `started` did not reach the events (seen once on the stand-in) gets its relaunch up
+    to its first step, and no first-step part."""
     began, took = float(restart["began_at"]), float(restart["seconds"])
     resumed = began + took
     first = next(e for e in found if e.kind == "step" and e.time > resumed)
     started = next((e for e in found if e.kind == "started" and resumed <= e.time <= first.time), None)
-    # Without a notice too, from the ranks' last step: a DDP step needs every rank, so one after the loss shows
-    # the lost node still ran (the stand-in's clean shutdown, as EC2's, keeps its rank stepping for seconds).
-    last = [e for e in found if e.kind == "step" and e.time <= began][-1].time
     relaunched = started.time if started else first.time
-    return {"ended": began - last, "recover": took, "relaunch": relaunched - resumed,
+    return {"ended": began - last_step(found, restart), "recover": took, "relaunch": relaunched - resumed,
             "first step": first.time - relaunched}
 
 
-def stepped_on(found: list[RunEvent], lost_at: float, restart: dict[str, Any], notice: float) -> float:
-    """Without a notice, how long the ranks still stepped after the loss was asked for, the lost node among
-    them: not in the pause, which starts at their last step."""
-    if notice:
-        return 0.0
-    last = [e for e in found if e.kind == "step" and e.time <= float(restart["began_at"])][-1].time
-    return round(max(0.0, last - lost_at), 1)
+def stepped_on(found: list[RunEvent], lost_at: float | None, restart: dict[str, Any]) -> float:
+    """How long the ranks still stepped after a loss without notice was asked for at `lost_at` (None: a notice
+    or a growth), the lost node among them: not in the pause, which starts at their last step."""
+    return 0.0 if lost_at is None else round(max(0.0, last_step(found, restart) - lost_at), 1)
 
 
 def relaunch_parts(found: list[RunEvent], restart: dict[str, Any], relaunch: float) -> dict[str, float]:
@@ -234,11 +236,12 @@ def measure(cli: Cli, cluster: str, notice: float, args: argparse.Namespace, rol
     kept = cli.home / f"{run}.events.jsonl"  # the raw timeline, to look into a pause again
     kept.write_text("".join(e.to_json() + "\n" for e in found_events))
     print(f"events of {run} (loss at {lost_at:.1f}): {kept}", file=sys.stderr, flush=True)
-    exact = pause_parts(found_events, lost_at, restart, notice)
+    exact = pause_parts(found_events, restart)
     parts = {k: round(v, 1) for k, v in exact.items()}
     relaunch = {k: round(v, 2) for k, v in relaunch_parts(found_events, restart, exact["relaunch"]).items()}
     found = Recovery(notice, role, lost_at_step, round(sum(parts.values()), 1), int(metrics["lost_steps"]), parts,
-                     relaunch, restart, trial=trial, stepped_on=stepped_on(found_events, lost_at, restart, notice))
+                     relaunch, restart, trial=trial,
+                     stepped_on=stepped_on(found_events, None if notice else lost_at, restart))
     print(f"measured: {json.dumps(asdict(found))}", file=sys.stderr, flush=True)  # kept if a later one fails
     if not restart.get("replacing"):
         return [found]
@@ -255,12 +258,12 @@ def change_rows(found_events: list[RunEvent], changes: list[tuple[str, dict[str,
     (0: a growth, which pauses from the ranks' stop)."""
     rows = []
     for label, change, at in changes:
-        exact = pause_parts(found_events, at or float(change["began_at"]), change, 0 if at else 1)
+        exact = pause_parts(found_events, change)
         parts = {k: round(v, 1) for k, v in exact.items()}
         relaunch = {k: round(v, 2) for k, v in relaunch_parts(found_events, change, exact["relaunch"]).items()}
         rows.append(Recovery(notice, "worker", lost_at_step, round(sum(parts.values()), 1),
                              int(change.get("lost_steps", 0)), parts, relaunch, change, label, trial,
-                             stepped_on(found_events, at, change, 0) if at else 0.0))
+                             stepped_on(found_events, at or None, change)))
         print(f"measured: {json.dumps(asdict(rows[-1]))}", file=sys.stderr, flush=True)
     return rows
 
