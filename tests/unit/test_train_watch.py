@@ -42,9 +42,11 @@ class Shell:
 
 
 def watch(fleet: Fleet, names: list[str], silent: set[str] | None = None, reports: list[str] | None = None,
-          closed: set[str] | None = None) -> tuple[NodeWatch, threading.Event, list[list[str]]]:
+          closed: set[str] | None = None, polls: bool | None = None) -> tuple[NodeWatch, threading.Event,
+                                                                          list[list[str]]]:
     """With `closed` (the nodes whose SSH port takes no connection) the port is knocked on each tick and the
-    provider asked about every node never; without, the provider is asked about every node each tick."""
+    provider asked about every node never; without, or with `polls`, the provider is asked about every node
+    each tick."""
     called, seen = threading.Event(), []
 
     def on_gone(gone: list[str]) -> None:
@@ -54,7 +56,7 @@ def watch(fleet: Fleet, names: list[str], silent: set[str] | None = None, report
     ctx = SimpleNamespace(provider=fleet, config=None, shell=lambda: shell)
     nodes = [SimpleNamespace(name=name) for name in names]
     report = (reports if reports is not None else []).append
-    interval = 0.01 if closed is None else 3600.0
+    interval = 0.01 if (closed is None if polls is None else polls) else 3600.0
     return NodeWatch(ctx, nodes, on_gone, report, interval=interval, probe_interval=0.01,  # type: ignore[arg-type]
                      probe=lambda node: node.name not in (closed or set())), called, seen
 
@@ -107,6 +109,29 @@ def test_a_node_whose_port_is_closed_is_gone_at_once_when_the_provider_no_longer
     with node_watch:
         assert called.wait(5)
     assert seen == [["node1"]]
+
+
+class HangingShell(Shell):
+    """SSH to a machine whose network is gone: the connection neither takes nor fails for a long while."""
+
+    def run(self, nodes: list[SimpleNamespace], command: str) -> dict[str, CommandResult]:
+        self.asked.append(nodes[0].name)
+        threading.Event().wait(3)
+        raise RemoteError(f"{nodes[0].name}: connection timed out")
+
+
+def test_a_poll_that_finds_a_node_unlisted_and_its_port_closed_does_not_wait_for_ssh() -> None:
+    """A poll came first, and held the stop for SSH's connect timeout: 6.0 s from the last step to the job's
+    end on the stand-in, against item 2's 5 s."""
+    import time
+
+    node_watch, called, seen = watch(Fleet(["node0"]), ["node0", "node1"], closed={"node1"}, polls=True)
+    shell = HangingShell(set())
+    node_watch.ctx.shell = lambda: shell  # type: ignore[attr-defined]
+    started = time.monotonic()
+    with node_watch:
+        assert called.wait(5)
+    assert seen == [["node1"]] and shell.asked == [] and time.monotonic() - started < 1.0
 
 
 def test_a_closed_port_alone_stops_nothing_nor_does_a_provider_that_does_not_answer() -> None:

@@ -86,17 +86,19 @@ class NodeWatch(BackgroundWatch):
             if tick % polls_every == 0:
                 gone = self._silent(self._unlisted(silence, self.nodes))
             else:
-                gone = [node.name for node in self._unlisted(silence, self._unreachable())]
+                gone = [node.name for node in self._unlisted(silence, self._unreachable(self.nodes))]
             if gone and not self._done.is_set():
                 self.gone = gone
                 self.on_gone(gone)
                 return
 
-    def _unreachable(self) -> list[Node]:
+    def _unreachable(self, nodes: list[Node]) -> list[Node]:
+        if not nodes:
+            return []
         probe = self.probe or self._port_open
-        with ThreadPoolExecutor(max_workers=min(32, len(self.nodes))) as pool:
-            answered = list(pool.map(probe, self.nodes))
-        return [node for node, ok in zip(self.nodes, answered, strict=True) if not ok]
+        with ThreadPoolExecutor(max_workers=min(32, len(nodes))) as pool:
+            answered = list(pool.map(probe, nodes))
+        return [node for node, ok in zip(nodes, answered, strict=True) if not ok]
 
     def _port_open(self, node: Node) -> bool:
         return port_open(node.ssh_host, self.ctx.identity().port, PROBE_TIMEOUT)
@@ -113,14 +115,18 @@ class NodeWatch(BackgroundWatch):
         return [node for node in nodes if node.name not in listed]
 
     def _silent(self, unlisted: list[Node]) -> list[str]:
-        """Of the nodes the provider no longer lists, those that do not answer over SSH either."""
-        if not unlisted:
-            return []
-        shell = self.ctx.shell()
-        try:
-            silent = [node.name for node in unlisted if not answers(shell, node)[0]]
-        finally:
-            shell.close()
+        """Of the nodes the provider no longer lists, those that do not answer over SSH either. A port that
+        takes no connection is silence already, as between polls: SSH to a machine whose network is gone
+        waits for the ARP to fail or its connect timeout (3 s and more on the stand-in), which a poll that
+        came first held the job's stop for (issue 38)."""
+        closed = self._unreachable(unlisted)
+        silent = [node.name for node in closed]
+        if len(closed) < len(unlisted):
+            shell = self.ctx.shell()
+            try:
+                silent += [node.name for node in unlisted if node not in closed and not answers(shell, node)[0]]
+            finally:
+                shell.close()
         quiet = set(silent)
         for node in unlisted:
             if node.name not in quiet:
