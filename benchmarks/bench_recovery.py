@@ -27,8 +27,9 @@ and how long they stepped on after the loss was asked for is reported apart (`st
 is broken down further: `prepare` (the agent's topology probe and package sync, from the restart
 record), `launch` (mpirun and SSH up to rank 0's process start) and the parts rank 0's `started` event
 reports (xeoncluster/node/diagnostics/startup_clock.py, PARTS). A job started ahead of a swap (a notice
-long enough for a replacement: agent/prestart.py) has `release` (the agent's release on every node),
-`unheld` (from the release to the ranks leaving their hold), the parts after the hold, and, apart and not
+long enough for a replacement: agent/prestart.py) has `release` (the agent's release on every node, or
+up to rank 0 leaving its hold if its node's release came first), `unheld` (from the release to the ranks
+leaving their hold), the parts after the hold, and, apart and not
 in the pause, `started ahead` (its start while the old job still trained).
 
     python benchmarks/bench_recovery.py [--on local|standin] [--steps N] [--save-steps 40] [--notices 120,30,0]
@@ -208,7 +209,10 @@ def relaunch_parts(found: list[RunEvent], restart: dict[str, Any], relaunch: flo
     if "held" in startup:  # started ahead of the swap (agent/prestart.py): only what followed its release counts
         names = list(startup)
         after = {name: startup[name] for name in names[names.index("held") + 1:]}
-        return {"release": prepare, "unheld": relaunch - prepare - sum(after.values()), **after,
+        # Rank 0 leaves its hold once its own node is released, which can come before the agent is done
+        # releasing the others: then the release counts only to that moment, and nothing is unheld.
+        release = min(prepare, max(0.0, relaunch - sum(after.values())))
+        return {"release": release, "unheld": relaunch - release - sum(after.values()), **after,
                 "started ahead": sum(startup[name] for name in names[:names.index("held")])}
     return {"prepare": prepare, "launch": relaunch - prepare - sum(startup.values()), **startup}
 
