@@ -41,6 +41,7 @@ import argparse
 import base64
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -333,6 +334,9 @@ def main() -> None:
                              "nodes, and the grow-back's once capacity returns")
     parser.add_argument("--repeat", type=int, default=2, help="measure every row this many times, in turn")
     args = parser.parse_args()
+    # A kill or a timeout's SIGTERM ends the run as Ctrl-C does, through the blocks that take its clusters and
+    # the stand-in down; by default it would leave containers running.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.notices = [float(n) for n in args.notices.split(",") if n]
     args.masters = [float(n) for n in args.masters.split(",") if n]
     args.steps = args.steps or (1500 if args.on == "standin" else 400)
