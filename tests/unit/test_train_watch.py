@@ -42,8 +42,8 @@ class Shell:
 
 
 def watch(fleet: Fleet, names: list[str], silent: set[str] | None = None, reports: list[str] | None = None,
-          closed: set[str] | None = None, polls: bool | None = None) -> tuple[NodeWatch, threading.Event,
-                                                                          list[list[str]]]:
+          closed: set[str] | None = None, polls: bool = False) -> tuple[NodeWatch, threading.Event,
+                                                                   list[list[str]]]:
     """With `closed` (the nodes whose SSH port takes no connection) the port is knocked on each tick and the
     provider asked about every node never; without, or with `polls`, the provider is asked about every node
     each tick."""
@@ -56,7 +56,7 @@ def watch(fleet: Fleet, names: list[str], silent: set[str] | None = None, report
     ctx = SimpleNamespace(provider=fleet, config=None, shell=lambda: shell)
     nodes = [SimpleNamespace(name=name) for name in names]
     report = (reports if reports is not None else []).append
-    interval = 0.01 if (closed is None if polls is None else polls) else 3600.0
+    interval = 0.01 if closed is None or polls else 3600.0
     return NodeWatch(ctx, nodes, on_gone, report, interval=interval, probe_interval=0.01,  # type: ignore[arg-type]
                      probe=lambda node: node.name not in (closed or set())), called, seen
 

@@ -117,8 +117,8 @@ class NodeWatch(BackgroundWatch):
     def _silent(self, unlisted: list[Node]) -> list[str]:
         """Of the nodes the provider no longer lists, those that do not answer over SSH either. A port that
         takes no connection is silence already, as between polls: SSH to a machine whose network is gone
-        waits for the ARP to fail or its connect timeout (3 s and more on the stand-in), which a poll that
-        came first held the job's stop for (issue 38)."""
+        waits for its connect to fail, and a poll that came first held the job's stop that long (4.4 s on
+        the stand-in, issue 38)."""
         closed = self._unreachable(unlisted)
         silent = [node.name for node in closed]
         if len(closed) < len(unlisted):
