@@ -241,13 +241,18 @@ def nothing_left(state: dict[str, list[str]]) -> bool:
 
 
 
-def seed_cached_image(ec2: Any, key: str, baked_by: str = "seed") -> str:
-    """An AMI tagged with `key`, as an earlier `up` (of another cluster) would have baked it."""
-    from xeoncluster.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY
+def seed_cached_image(ec2: Any, key: str, baked_by: str = "seed", owner: str | None = None) -> str:
+    """An AMI tagged with `key`, as an earlier `up` (of another cluster) of `owner` (default: the caller)
+    would have baked it."""
+    import boto3
+
+    from xeoncluster.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY, TAG_OWNER
 
     instance = ec2.run_instances(ImageId=UBUNTU_AMI, MinCount=1, MaxCount=1, InstanceType="c7i.2xlarge")
     instance_id = instance["Instances"][0]["InstanceId"]
-    tags = [{"Key": TAG_IMAGE_KEY, "Value": key}, {"Key": TAG_CLUSTER, "Value": baked_by}]
+    owner = owner if owner is not None else boto3.client("sts", region_name=REGION).get_caller_identity()["UserId"]
+    tags = [{"Key": TAG_IMAGE_KEY, "Value": key}, {"Key": TAG_CLUSTER, "Value": baked_by},
+            {"Key": TAG_OWNER, "Value": owner}]
     image = ec2.create_image(InstanceId=instance_id, Name=f"xeoncluster-{key[:16]}-{baked_by}",
                              TagSpecifications=[{"ResourceType": "image", "Tags": tags}])
     ec2.terminate_instances(InstanceIds=[instance_id])

@@ -5,6 +5,7 @@ an instance the tool did not make, a role without the boundary, and another user
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -212,9 +213,32 @@ def test_a_colleague_s_failed_bake_of_the_same_image_stays_and_another_is_baked_
     act_as(monkeypatch, as_user.user("xc-colleague", policy_document(ACCOUNT)), tmp_path / "colleague")
     run = xc("up", "--name", "t2", "--nodes", "1")
     assert run.code == 0, run.err
-    assert f"image {failed} stays (deregistering {failed}: UnauthorizedOperation" in run.out + run.err
+    assert failed not in run.out + run.err  # not theirs: never looked at, let alone deregistered
     assert len(ec2.describe_images(Owners=["self"])["Images"]) == 2
-    assert as_user.denied() == {"xc-colleague ec2:DeregisterImage": 1}
+    assert as_user.denied() == {}
+
+
+def test_the_role_s_base_image_tag_follows_what_image_names_as_the_user(as_user: GatedServer) -> None:
+    """The boundary lets a role launch the image its tag names (how `image: ami-...` shares an image between
+    users): the user retags their own role when `image:` changes, and may change no other tag."""
+    from xeoncluster.providers.aws.role import RoleScope, ensure_master_role
+
+    keys = as_user.user("xc-user", policy_document(ACCOUNT))
+    iam = as_user.client("iam", keys)
+    me = as_user.client("sts", keys).get_caller_identity()["UserId"]
+    scope = RoleScope("t1", "us-east-1", ACCOUNT, "sg-0aaaaaaaaaaaaaaaa", ("subnet-0aaaaaaaaaaaaaaaa",),
+                      UBUNTU_AMI, None, owner=me)
+
+    def base_tag() -> str | None:
+        tags = iam.get_role(RoleName="xeoncluster-t1-us-east-1")["Role"].get("Tags", [])
+        return next((t["Value"] for t in tags if t["Key"] == "xeoncluster:base-image"), None)
+
+    for base in (UBUNTU_AMI, "ami-0123456789abcdef0", UBUNTU_AMI):
+        ensure_master_role(iam, replace(scope, base_image=base))
+        assert base_tag() == base
+    with pytest.raises(ClientError, match="AccessDenied"):
+        iam.tag_role(RoleName="xeoncluster-t1-us-east-1", Tags=[{"Key": "xeoncluster:owner", "Value": "someone"}])
+    assert set(as_user.denied()) == {"xc-user iam:TagRole"}
 
 
 def test_two_users_of_one_account_keep_their_roles_and_runs_apart(
@@ -303,3 +327,43 @@ def test_an_administrator_removes_a_user_s_cluster_by_naming_its_owner(
     assert mine.code == 1 and f"--owner {owner}`" in mine.error and len(instances(ec2)) == 2
     assert xc("down", "--name", "t1", "--provider", "aws", "--owner", owner).code == 0
     assert instances(ec2) == []
+
+
+def test_a_colleague_s_image_of_the_same_key_never_becomes_your_nodes_disk(
+        xc, as_user: GatedServer, ec2, aws, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """The image key is a digest of public inputs, the same for every user of this version in a region. Bob
+    bakes one; Alice's `plan` names it and leaves it, her `up` bakes her own, and her master's role (capped by
+    the boundary) is refused a launch from Bob's."""
+    import boto3
+
+    from xeoncluster.cluster.state import StateDir
+
+    users = {name: as_user.user(name, policy_document(ACCOUNT)) for name in ("alice", "bob")}
+    act_as(monkeypatch, users["bob"], tmp_path / "bob")
+    assert xc("up", "--name", "b1", "--nodes", "2").code == 0
+    [bobs] = [i["ImageId"] for i in ec2.describe_images(Owners=["self"])["Images"]]
+
+    act_as(monkeypatch, users["alice"], tmp_path / "alice")
+    plan = xc("plan", "--name", "a1", "--nodes", "2")
+    assert plan.code == 0, plan.err
+    assert f"image {bobs} of this key belongs to another identity" in plan.out + plan.err
+    assert "image: none cached; node0 runs the playbooks, is baked" in plan.out
+    assert xc("up", "--name", "a1", "--nodes", "2").code == 0
+    record = StateDir("a1").load()
+    assert record is not None
+    launched = {i["ImageId"] for i in instances(ec2, "a1")}
+    hers = {i["ImageId"] for i in ec2.describe_images(Owners=["self"])["Images"]} - {bobs}
+    assert len(hers) == 1 and launched == {UBUNTU_AMI} | hers, (launched, hers, bobs)
+    assert as_user.denied() == {}
+
+    worker = next(dict(params) for _, operation, params in aws.calls if operation == "RunInstances"
+                  and {"Key": "xeoncluster:cluster", "Value": "a1"} in params["TagSpecifications"][0]["Tags"]
+                  and {"Key": "xeoncluster:role", "Value": "worker"} in params["TagSpecifications"][0]["Tags"])
+    creds = boto3.client("sts").assume_role(RoleArn=f"arn:aws:iam::{ACCOUNT}:role/xeoncluster-a1-us-east-1",
+                                            RoleSessionName=record.node("node0").id)["Credentials"]
+    session = as_user.client("ec2", UserKeys("alices-master", creds["AccessKeyId"], creds["SecretAccessKey"]),
+                             token=creds["SessionToken"])
+    with pytest.raises(ClientError, match="UnauthorizedOperation"):
+        session.run_instances(**{**worker, "ClientToken": "from-bobs", "ImageId": bobs})
+    assert as_user.denied() == {"xeoncluster-a1-us-east-1 ec2:RunInstances": 1}
+    assert session.run_instances(**{**worker, "ClientToken": "from-hers"})["Instances"]

@@ -83,7 +83,30 @@ def test_purge_leaves_an_image_of_the_same_cluster_name_that_another_owner_baked
     theirs = provider.bake(cluster, node, "e" * 64)
     provider.act_for(None)
     assert provider.purge_images(cluster).items["image"] == [mine.id]
+    assert provider.images() == []  # the colleague's is theirs to list
+    provider.act_for("AIDACOLLEAGUE0000001")
     assert [i.id for i in provider.images()] == [theirs.id]
+
+
+def test_an_image_a_colleague_tagged_with_our_key_is_never_found_and_is_named(provider, ec2, master, events):
+    """The key is a digest of public inputs, the same for every user of this version: any user may tag an
+    image of theirs with it. Only the owner tag, which the user's policy sets to the caller alone, says whose
+    an image is; the newest image of the key is the colleague's, and it is still not ours."""
+    cluster, node = master
+    mine = provider.bake(cluster, node, KEY)
+    provider.act_for("AIDACOLLEAGUE0000001")
+    theirs = provider.bake(cluster, node, KEY)
+    assert provider.find_image(KEY) == theirs  # for its owner, it is theirs to reuse
+    provider.start_bake(cluster, node, "e" * 64)
+    provider.act_for(None)
+    assert provider.find_image(KEY) == mine
+    assert [i.id for i in provider.images()] == [mine.id]
+    assert provider.pending_image("e" * 64) is None
+    assert [e for e in events if theirs.id in e and "another" in e] == [
+        f"image {theirs.id} of this key belongs to another identity (xeoncluster:owner=AIDACOLLEAGUE0000001): "
+        "left alone, never used for your nodes"]
+    provider.remove_image(mine.id)
+    assert provider.find_image(KEY) is None
 
 
 def test_interrupted_bake_leaves_no_image(provider, ec2, aws, master):

@@ -15,7 +15,7 @@ from xeoncluster.providers.aws.boundary import boundary_document
 from xeoncluster.providers.aws.role import RoleScope, master_policy
 from xeoncluster.providers.base import LaunchRequest, Role
 from xeoncluster.standin.iam_lookup import Lookup, RoleFacts
-from xeoncluster.standin.iam_policy import Question, allowed, refusal
+from xeoncluster.standin.iam_policy import EXPLICIT_DENY_BOUNDARY, EXPLICIT_DENY_IDENTITY, Question, allowed, refusal
 from xeoncluster.standin.iam_requests import ec2_questions
 from xeoncluster.standin.moto_lookup import MotoLookup
 
@@ -131,14 +131,49 @@ def run_params(cluster: str, image: str = "ami-0bbbbbbbbbbbbbbbb", group: str = 
     return params
 
 
+COLLEAGUE = "AIDAEXAMPLECOLLEAGUE1"
+IMAGES = {"ami-0ccccccccccccccc": {"xeoncluster:image-key": "k" * 64, "xeoncluster:owner": OWNER},
+          "ami-0dddddddddddddddd": {"xeoncluster:image-key": "other", "xeoncluster:owner": OWNER},
+          # A colleague's image tagged with this cluster's key: the key is the same for every user.
+          "ami-0eeeeeeeeeeeeeeee": {"xeoncluster:image-key": "k" * 64, "xeoncluster:owner": COLLEAGUE}}
+
+
 def test_the_role_launches_only_tagged_instances_with_its_own_network_and_images() -> None:
-    images = {"ami-0ccccccccccccccc": {"xeoncluster:image-key": "k" * 64},
-              "ami-0dddddddddddddddd": {"xeoncluster:image-key": "other"}}
-    assert all(ask("RunInstances", run_params("a"), images))
-    assert all(ask("RunInstances", run_params("a", image="ami-0ccccccccccccccc"), images))  # baked for this key
-    assert not all(ask("RunInstances", run_params("b"), images))          # another cluster's tag
-    assert not all(ask("RunInstances", run_params("a", image="ami-0dddddddddddddddd"), images))
-    assert not all(ask("RunInstances", run_params("a", group="sg-0eeeeeeeeeeeeeeee"), images))
+    assert all(ask("RunInstances", run_params("a"), IMAGES))
+    assert all(ask("RunInstances", run_params("a", image="ami-0ccccccccccccccc"), IMAGES))  # baked for this key
+    assert not all(ask("RunInstances", run_params("b"), IMAGES))          # another cluster's tag
+    assert not all(ask("RunInstances", run_params("a", image="ami-0dddddddddddddddd"), IMAGES))
+    assert not all(ask("RunInstances", run_params("a", image="ami-0eeeeeeeeeeeeeeee"), IMAGES))
+    assert not all(ask("RunInstances", run_params("a", group="sg-0eeeeeeeeeeeeeeee"), IMAGES))
+
+
+def test_the_boundary_lets_a_role_launch_ubuntu_its_owner_s_images_and_its_base_never_a_colleague_s() -> None:
+    """Whatever policy a role is given: an image whose owner tag is another user's is refused, whatever key
+    it carries, unless the role's own tag names it as its base (`image:` names it: how users share one)."""
+    boundary, admin = [boundary_document("123456789012")], [{"Statement": [
+        {"Effect": "Allow", "Action": "*", "Resource": "*"}]}]
+    owners = {"ami-0ccccccccccccccc": "123456789012", "ami-0eeeeeeeeeeeeeeee": "123456789012",
+              "ami-0bbbbbbbbbbbbbbbb": "099720109477"}
+
+    class Images(Lookup):
+        def tags(self, kind: str, ref: str) -> dict[str, str]:
+            return IMAGES.get(ref, {}) if kind == "image" else {}
+
+        def keys(self, kind: str, ref: str) -> dict[str, list[str]]:
+            return {"ec2:Owner": [owners[ref]]} if kind == "image" and ref in owners else {}
+
+    def image_question(image: str, base: str | None = None) -> Question:
+        [question] = [q for q in ec2_questions("RunInstances", run_params("a", image=image), "us-east-1",
+                                               "123456789012", Images()) if ":image/" in q.resource]
+        [asked] = on_the_master([question], OWNER)
+        return replace(asked, context={**asked.context, **(
+            {"aws:PrincipalTag/xeoncluster:base-image": [base]} if base else {})})
+
+    assert refusal(admin, boundary, image_question("ami-0bbbbbbbbbbbbbbbb")) is None       # Canonical's Ubuntu
+    assert refusal(admin, boundary, image_question("ami-0ccccccccccccccc")) is None       # the owner's own bake
+    assert refusal(admin, boundary, image_question("ami-0eeeeeeeeeeeeeeee")) is not None  # a colleague's, our key
+    assert refusal(admin, boundary, image_question("ami-0eeeeeeeeeeeeeeee", base="ami-0eeeeeeeeeeeeeeee")) is None
+    assert refusal(admin, boundary, image_question("ami-0eeeeeeeeeeeeeeee", base="ami-0ccccccccccccccc")) is not None
 
 
 def test_the_role_tags_nothing_after_launch() -> None:
@@ -254,11 +289,9 @@ def test_the_role_carries_the_boundary_and_can_launch_what_up_launched(xc, aws) 
     bigger = query_form("RunInstances", launch | {"InstanceType": "p5.48xlarge"})
     assert any(refusal([role_policy(iam)], [boundary], q) for q in on_the_master(ec2_questions(
         "RunInstances", bigger, "us-east-1", "123456789012", MotoLookup("us-east-1")), owner))
-    # The same launch with the role's credentials used anywhere but on an instance: refused.
-    elsewhere = [replace(q, context={**q.context, "aws:PrincipalTag/xeoncluster:owner": [owner]}) for q in questions
-                 if "aws:Ec2InstanceSourceVpc" in q.context]
-    assert elsewhere and all(refusal([role_policy(iam)], [boundary], replace(
-        q, context={k: v for k, v in q.context.items() if k != "aws:Ec2InstanceSourceVpc"})) for q in elsewhere)
+    # The same role assumed by anything but EC2 (its trust policy is the user's to write): refused.
+    assert all(refusal([role_policy(iam)], [boundary], replace(
+        q, context={k: v for k, v in q.context.items() if k != "aws:Ec2InstanceSourceVpc"})) for q in questions)
 
 
 def on_the_master(questions: list[Question], owner: str) -> list[Question]:
@@ -287,3 +320,37 @@ def test_a_role_made_before_the_boundary_gets_it_on_the_next_up(xc, aws) -> None
     assert xc("up", "--name", "t1", "--nodes", "1").code == 0
     assert iam.get_role(RoleName=ROLE)["Role"]["PermissionsBoundary"]["PermissionsBoundaryArn"].endswith(
         ":policy/xeoncluster-boundary")
+
+
+def through(questions: list[Question], vpc: str | None, address: str | None) -> list[Question]:
+    """As AWS asks them of instance credentials delivered to vpc-master at 10.0.0.5: it sets those two keys
+    wherever the credentials are used, and aws:SourceVpc / aws:VpcSourceIp only through a VPC endpoint."""
+    keys = {"aws:Ec2InstanceSourcePrivateIPv4": ["10.0.0.5"], **({"aws:SourceVpc": [vpc]} if vpc else {}),
+            **({"aws:VpcSourceIp": [address]} if address else {})}
+    return [replace(q, context={**q.context, **keys}) for q in on_the_master(questions, OWNER)]
+
+
+def test_the_boundary_binds_instance_credentials_to_their_instance_through_an_endpoint() -> None:
+    """Copied off the node, the credentials still carry the instance's keys. Through an endpoint of another
+    VPC, or from another address through this one, the boundary refuses them; with no endpoint at all AWS
+    cannot tell, and the role's credentials work until they expire (docs/aws.md says so)."""
+    boundary, role = [boundary_document("123456789012")], [master_policy(SCOPE)]
+    launch = ec2_questions("RunInstances", run_params("a"), "us-east-1", "123456789012", lambda rid: {})
+    [launched] = [q for q in launch if q.action == "ec2:RunInstances" and q.resource.endswith(":instance/*")]
+    assert refusal(role, boundary, *through([launched], "vpc-master", "10.0.0.5")) is None
+    assert refusal(role, boundary, *through([launched], None, None)) is None  # AWS as it is: no endpoint
+    for vpc, address in (("vpc-thief", "10.0.0.5"), ("vpc-master", "10.0.0.99"), ("vpc-thief", None)):
+        assert refusal(role, boundary, *through([launched], vpc, address)) == EXPLICIT_DENY_BOUNDARY, (vpc, address)
+
+
+def test_where_every_s3_call_goes_through_an_endpoint_the_role_refuses_one_that_did_not() -> None:
+    """The cluster's subnets route S3 through the VPC's gateway endpoint (endpoints.py): a call that came
+    through no endpoint was made with credentials copied off a node."""
+    bound = [master_policy(replace(SCOPE, storage=("xeoncluster-b", "o/a"), through_endpoints=("s3",)))]
+    get = Question("s3:GetObject", "arn:aws:s3:::xeoncluster-b/o/a/runs/r/run.json",
+                   {"s3:ResourceAccount": ["123456789012"]})
+    [on_node] = through([get], "vpc-master", "10.0.0.5")
+    [elsewhere] = through([get], None, None)
+    assert refusal(bound, None, on_node) is None and refusal(bound, None, elsewhere) == EXPLICIT_DENY_IDENTITY
+    unbound = [master_policy(replace(SCOPE, storage=("xeoncluster-b", "o/a")))]
+    assert refusal(unbound, None, elsewhere) is None

@@ -36,6 +36,7 @@ class Image:
     cluster: str | None = None
     snapshots: tuple[str, ...] = ()
     size_bytes: int | None = None
+    owner: str | None = None  # who made it, where the provider records owners
 
 
 @dataclass(frozen=True)

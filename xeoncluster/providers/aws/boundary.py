@@ -19,6 +19,7 @@ from xeoncluster.core.errors import ConfigError
 from xeoncluster.providers.aws.clients import error_code
 from xeoncluster.providers.aws.iam_doc import (
     CANONICAL,
+    ROLE_BASE_IMAGE,
     ROLE_OWNER,
     Document,
     allow,
@@ -37,8 +38,11 @@ BOUNDARY_NAME = "xeoncluster-boundary"
 BOUNDARY_FILE = f"{BOUNDARY_NAME}.json"
 LAUNCHED = ("instance", "volume", "spot-instances-request")
 STORAGE_OBJECT_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload")
-# Set by AWS only on requests signed with an EC2 instance's role credentials (the VPC they went to).
+# Set by AWS on every request signed with an EC2 instance's role credentials, wherever they are used:
+# the VPC they were delivered to.
 INSTANCE_VPC_KEY = "aws:Ec2InstanceSourceVpc"
+# Set with it: the private address of the instance the credentials were delivered to.
+INSTANCE_ADDRESS_KEY = "aws:Ec2InstanceSourcePrivateIPv4"
 
 
 def boundary_arn(account: str) -> str:
@@ -64,7 +68,7 @@ def boundary_document(account: str) -> Document:
         allow("LaunchInAccountNetwork", ["ec2:RunInstances"], ec2_arns(account, ("network-interface", "subnet"))),
         allow("LaunchWithTheOwnerClusterResources", ["ec2:RunInstances"],
               ec2_arns(account, ("security-group", "key-pair", "placement-group")), owned_by_role()),
-        *image_statements(account),
+        *role_image_statements(account),
         allow("TheOwnerInstancesOnly", ["ec2:TerminateInstances", "ec2:GetConsoleOutput"],
               ec2_arn(account, "instance"), owned_by_role()),
         # The nodes it launches carry the cluster's role (the role's policy: only itself).
@@ -74,15 +78,38 @@ def boundary_document(account: str) -> Document:
         # CreateRole takes any trust policy and IAM has no condition on it: a role could be made
         # assumable from elsewhere. Its credentials are then not an instance's, and this refuses them.
         deny("OnlyWithAnInstanceCredential", ["*"], "*", {"Null": {INSTANCE_VPC_KEY: "true"}}),
+        # AWS sets the instance keys wherever the credentials are used, so the two above do not bind them
+        # to their instance; through a VPC endpoint (and only there) these do (endpoints.py).
+        deny("ThroughAnEndpointOnlyFromItsOwnVpc", ["*"], "*",
+             {"StringNotEquals": {"aws:SourceVpc": f"${{{INSTANCE_VPC_KEY}}}"}, "Null": {"aws:SourceVpc": "false"}}),
+        deny("ThroughAnEndpointOnlyFromItsOwnAddress", ["*"], "*",
+             {"StringNotEquals": {"aws:VpcSourceIp": f"${{{INSTANCE_ADDRESS_KEY}}}"},
+              "Null": {"aws:VpcSourceIp": "false"}}),
     ])
 
 
-def image_statements(account: str, sid_prefix: str = "") -> list[Document]:
-    """Nodes start from Canonical's Ubuntu or from an image of this account (the ones it bakes)."""
-    return [allow(f"{sid_prefix}LaunchFromUbuntu", ["ec2:RunInstances"], ec2_arn(account, "image"),
-                  {"StringEquals": {"ec2:Owner": CANONICAL}}),
-            allow(f"{sid_prefix}LaunchFromOwnImages", ["ec2:RunInstances"], ec2_arn(account, "image"),
+def image_statements(account: str) -> list[Document]:
+    """The user's nodes start from Canonical's Ubuntu or from an image of this account: their own bakes,
+    found by key and owner (images.py), or one that `image:` names (how users share an image)."""
+    return [ubuntu_statement(account),
+            allow("LaunchFromOwnImages", ["ec2:RunInstances"], ec2_arn(account, "image"),
                   {"StringEquals": {"ec2:Owner": account}})]
+
+
+def role_image_statements(account: str) -> list[Document]:
+    """A role's nodes start from Canonical's Ubuntu, from an image its own owner made, or from the base image
+    its tag names (role.py: what `image:` names). Any user may tag an image of theirs with another's image
+    key, so an account image that carries a colleague's owner tag is refused, whatever its key."""
+    return [ubuntu_statement(account),
+            allow("LaunchFromTheOwnerImages", ["ec2:RunInstances"], ec2_arn(account, "image"),
+                  {"StringEquals": {"ec2:Owner": account, f"ec2:ResourceTag/{TAG_OWNER}": ROLE_OWNER}}),
+            allow("LaunchFromTheBaseImage", ["ec2:RunInstances"], ec2_arn(account, "image", ROLE_BASE_IMAGE),
+                  {"StringEquals": {"ec2:Owner": account}})]
+
+
+def ubuntu_statement(account: str) -> Document:
+    return allow("LaunchFromUbuntu", ["ec2:RunInstances"], ec2_arn(account, "image"),
+                 {"StringEquals": {"ec2:Owner": CANONICAL}})
 
 
 def owner_storage_statements(account: str, owner: str, object_actions: list[str]) -> list[Document]:

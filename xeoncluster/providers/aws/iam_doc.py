@@ -18,6 +18,10 @@ CALLER = "${aws:userid}"
 # What a role's own owner tag says (the tool tags every role it makes with its maker's UserId): the
 # boundary lets a role touch only what carries that same owner.
 ROLE_OWNER = f"${{aws:PrincipalTag/{TAG_OWNER}}}"
+# A role's tag naming the image its nodes start from before any bake (`image:`'s AMI, or Ubuntu's): the
+# boundary lets a role launch that image, its owner's own images and Canonical's, and no colleague's.
+TAG_BASE_IMAGE = "xeoncluster:base-image"
+ROLE_BASE_IMAGE = f"${{aws:PrincipalTag/{TAG_BASE_IMAGE}}}"
 # The only service a role of the tool is ever passed to: EC2, in an instance profile.
 EC2_SERVICE = "ec2.amazonaws.com"
 

@@ -22,7 +22,7 @@ from xeoncluster.providers.aws.clients import (
     tag_specs,
     tags_of,
 )
-from xeoncluster.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY, Image, PendingImage, Removed
+from xeoncluster.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY, TAG_OWNER, Image, PendingImage, Removed
 
 TAG_CONFIGURE_SECONDS = "xeoncluster:configure-seconds"
 BASE_IMAGE_PARAMETER = "/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id"
@@ -69,23 +69,40 @@ def to_image(raw: dict[str, Any]) -> Image:
                       if m.get("Ebs", {}).get("SnapshotId"))
     size = sum(int(m["Ebs"].get("VolumeSize", 0)) for m in raw.get("BlockDeviceMappings", []) if "Ebs" in m)
     return Image(id=raw["ImageId"], key=tags.get(TAG_IMAGE_KEY, ""), name=raw.get("Name", ""),
-                 created=raw.get("CreationDate"), cluster=tags.get(TAG_CLUSTER),
+                 created=raw.get("CreationDate"), cluster=tags.get(TAG_CLUSTER), owner=tags.get(TAG_OWNER),
                  snapshots=snapshots, size_bytes=size * 2**30 if size else None)
 
 
-def find_image(ec2: Any, key: str) -> Image | None:
-    found = ec2.describe_images(Owners=["self"], Filters=[
-        *image_key_filter(key), {"Name": "state", "Values": ["available"]}])["Images"]
+def keyed_images(ec2: Any, key: str, states: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Every image of the account tagged with `key`, whoever made it: the key is a digest of public
+    inputs, the same for every user of this version in a region, and any user may tag an image with it."""
+    return list(ec2.describe_images(Owners=["self"], Filters=[
+        *image_key_filter(key), {"Name": "state", "Values": list(states)}])["Images"])
+
+
+def made_by(raw: dict[str, Any], owner: str) -> bool:
+    """The image's owner tag is `owner`, exactly: the user's policy sets that tag only at creation and only
+    to the caller's own id, so a colleague cannot make an image that passes for ours."""
+    return tags_of(raw).get(TAG_OWNER, "") == owner
+
+
+def find_image(ec2: Any, key: str, owner: str) -> Image | None:
+    """The newest usable image of `key` that `owner` made; a colleague's of the same key is never ours."""
+    found = [i for i in keyed_images(ec2, key, ("available",)) if made_by(i, owner)]
     if not found:
         return None
     return to_image(max(found, key=lambda i: i.get("CreationDate", "")))
 
 
-def pending_image(ec2: Any, key: str) -> PendingImage | None:
-    """The newest image of this key still being made, or whose making failed (a bake an earlier `up`
-    left running in the background), with how far its snapshots are. Read-only."""
-    found = ec2.describe_images(Owners=["self"], Filters=[
-        *image_key_filter(key), {"Name": "state", "Values": ["pending", "failed"]}])["Images"]
+def others_images(ec2: Any, key: str, owner: str) -> list[Image]:
+    """Images of `key` that another identity made: left alone, and named so the user knows why none is reused."""
+    return [to_image(i) for i in keyed_images(ec2, key, ACTIVE_IMAGE_STATES) if not made_by(i, owner)]
+
+
+def pending_image(ec2: Any, key: str, owner: str) -> PendingImage | None:
+    """The newest image of this key that `owner` is still making, or whose making failed (a bake an earlier
+    `up` left running in the background), with how far its snapshots are. Read-only."""
+    found = [i for i in keyed_images(ec2, key, ("pending", "failed")) if made_by(i, owner)]
     if not found:
         return None
     # One still baking serves later ups; a failed one only needs removing.
@@ -130,9 +147,10 @@ def start_bake(ec2: Any, cluster: str, instance_id: str, key: str, owner: str,
     return str(made["ImageId"])
 
 
-def own_images(ec2: Any) -> list[Image]:
+def own_images(ec2: Any, owner: str) -> list[Image]:
+    """The tool's images that `owner` made (`xeoncluster images`): a colleague's are theirs to list."""
     found = ec2.describe_images(Owners=["self"], Filters=[{"Name": "tag-key", "Values": [TAG_IMAGE_KEY]}])["Images"]
-    return sorted((to_image(i) for i in found), key=lambda i: i.created or "", reverse=True)
+    return sorted((to_image(i) for i in found if made_by(i, owner)), key=lambda i: i.created or "", reverse=True)
 
 
 def image_name(cluster: str, key: str) -> str:

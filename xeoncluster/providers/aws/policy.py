@@ -20,6 +20,7 @@ from xeoncluster.providers.aws.boundary import (
 )
 from xeoncluster.providers.aws.iam_doc import (
     CALLER,
+    TAG_BASE_IMAGE,
     Document,
     allow,
     deny,
@@ -37,6 +38,8 @@ ACTIONS: dict[str, tuple[str, ...]] = {
         # preflight and plan (read-only)
         "DescribeRegions", "DescribeVpcs", "DescribeSubnets", "DescribeRouteTables", "DescribeAvailabilityZones",
         "DescribeInstanceTypes", "DescribeInstanceTypeOfferings", "DescribeSpotPriceHistory",
+        # which calls leave the VPC through an endpoint (endpoints.py: the role's credentials bound to it)
+        "DescribeVpcEndpoints",
         # key pair, security group, placement group
         "DescribeKeyPairs", "ImportKeyPair", "DeleteKeyPair",
         "DescribeSecurityGroups", "CreateSecurityGroup", "AuthorizeSecurityGroupIngress",
@@ -79,7 +82,7 @@ ADMIN_SETUP: dict[str, tuple[str, ...]] = {
 }
 # Never called by name: EC2 and IAM authorize tags given at creation as CreateTags/TagRole/
 # TagInstanceProfile, and an instance profile given to RunInstances as PassRole on its role.
-TAG_ON_CREATE_ONLY = frozenset({"ec2:CreateTags", "iam:TagRole", "iam:TagInstanceProfile", "iam:PassRole",
+TAG_ON_CREATE_ONLY = frozenset({"ec2:CreateTags", "iam:TagInstanceProfile", "iam:PassRole",
                                 # boto3's transfer manager aborts a multipart upload that failed
                                 "s3:AbortMultipartUpload"})
 # boto3 service name -> IAM prefix, where they differ
@@ -171,12 +174,16 @@ def _iam_statements(account: str) -> list[Document]:
         allow("CreateOwnRole", [f"iam:{a}" for a in IAM_CREATING], [roles, profiles],
               {**requested_by_caller(cluster=False), "Null": {f"iam:ResourceTag/{TAG_OWNER}": "true"}}),
         allow("ReadOrAddTheBoundary", [f"iam:{a}" for a in IAM_ANY], [roles, profiles]),
+        # The one tag a role's owner changes later: the base image its nodes start from (role.py), which the
+        # boundary lets the role launch. It widens nothing: the user may launch that image anyway.
+        allow("RetagBaseImage", ["iam:TagRole"], roles,
+              {**made_by_caller("iam"), "ForAllValues:StringEquals": {"aws:TagKeys": [TAG_BASE_IMAGE]}}),
         # The role's policy, PassRole (to EC2 only) and the removals: on the caller's own role and profile.
         allow("OwnRolesAndProfiles", [f"iam:{a}" for a in IAM_ON_OWN], [roles, profiles],
               {**made_by_caller("iam"), "StringEqualsIfExists": {"iam:PassedToService": "ec2.amazonaws.com"}}),
         allow("ReadTheBoundary", ["iam:GetPolicy", "iam:GetPolicyVersion"], boundary),
         # The boundary and who may assume a role are fixed once it is made (the trust is EC2's: role.py).
-        deny("NeverDropTheBoundaryOrChangeTheTrust",
+        deny("KeepBoundaryAndTrust",
              ["iam:DeleteRolePermissionsBoundary", "iam:UpdateAssumeRolePolicy"], roles),
         # A role without the boundary (or with another) is never made, given a policy or re-bounded.
         deny("OnlyWithTheBoundary", ["iam:CreateRole", "iam:PutRolePolicy", "iam:PutRolePermissionsBoundary"], roles,

@@ -26,6 +26,8 @@ from xeoncluster.providers.aws import volumes as aws_volumes
 from xeoncluster.providers.aws.checkip import checkip_caller_ip
 from xeoncluster.providers.aws.clients import OPTIONAL_RETRIES, ApiCall, AwsClients, translated
 from xeoncluster.providers.aws.console import ConsoleWait, found_text, poll_host_keys
+from xeoncluster.providers.aws.endpoints import endpoint_note, services_through_endpoints
+from xeoncluster.providers.aws.image_calls import ImageCalls
 from xeoncluster.providers.aws.instances import (
     launch_with_fallback,
     near_zones,
@@ -36,11 +38,9 @@ from xeoncluster.providers.aws.pricing import INTER_ZONE_USD_PER_GB, node_prices
 from xeoncluster.providers.aws.spec import AWS, AwsSettings
 from xeoncluster.providers.base import (
     BaseImage,
-    Image,
     LaunchRequest,
     Network,
     Node,
-    PendingImage,
     Placement,
     PlannedResource,
     Prepared,
@@ -53,7 +53,7 @@ from xeoncluster.storage.base import Storage, StorageLocation
 from xeoncluster.topology import CpuTopology
 
 
-class AwsProvider(Provider, abilities.BakesInBackground, abilities.ReadsHostKeys, abilities.RemovesNodes,
+class AwsProvider(ImageCalls, Provider, abilities.BakesInBackground, abilities.ReadsHostKeys, abilities.RemovesNodes,
                   abilities.HasAccount, abilities.HasOwners, abilities.AgentOnMaster, abilities.SizesDisks,
                   abilities.LaunchesTogether, abilities.PurgesImages, abilities.PricesNodes, abilities.PlansResources,
                   abilities.PlansMachines, abilities.HasBaseImages, abilities.ExplainsLoss, abilities.BillsZoneTraffic):
@@ -116,12 +116,15 @@ class AwsProvider(Provider, abilities.BakesInBackground, abilities.ReadsHostKeys
         with translated(f"preparing the cluster's role for {cluster.name}"):
             network = network or aws_prepare.find_network(self.ec2, cluster)
             prefix = (storage.container, storage.cluster_key(cluster.name)) if storage and storage.container else None
+            through = services_through_endpoints(self.ec2, self.region, str(network.vpc_id),
+                                                 list(network.subnets.values()))
             scope = aws_role.RoleScope(
                 cluster.name, self.region, self.account_id(), str(network.security_group_id),
                 tuple(network.subnets.values()), self._base_image_id(cluster), image_key, prefix,
-                tuple(cluster.section(AwsSettings).instance_types), self.owner())
+                tuple(cluster.section(AwsSettings).instance_types), self.owner(), through)
             result = aws_role.ensure_master_role(self.clients.client("iam"), scope)
         self.events(f"role {result.name} (every node's), for the agent: {'created' if result.created else 'updated'}")
+        self._warn_once(endpoint_note(through))
         return [result.name] if result.created else []
 
     def _node_profile(self, cluster: ClusterConfig) -> str | None:
@@ -171,60 +174,6 @@ class AwsProvider(Provider, abilities.BakesInBackground, abilities.ReadsHostKeys
             return cluster.image
         with translated("reading the Ubuntu 24.04 image id from SSM"):
             return aws_images.base_image_id(self.clients.client("ssm"))
-
-    def find_image(self, key: str) -> Image | None:
-        with translated(f"looking up the image for key {key[:16]}"):
-            return aws_images.find_image(self.ec2, key)
-
-    def pending_image(self, key: str) -> PendingImage | None:
-        with translated(f"looking up images of key {key[:16]} still being baked"):
-            return aws_images.pending_image(self.ec2, key)
-
-    def wait_for_image(self, image_id: str, timeout: float) -> Image | None:
-        delay = self.image_wait["Delay"]
-        attempts = max(1, int(timeout // delay) if delay else self.image_wait["MaxAttempts"])
-        try:
-            with translated(f"waiting for image {image_id}"):
-                self.ec2.get_waiter("image_available").wait(
-                    ImageIds=[image_id], WaiterConfig={"Delay": delay, "MaxAttempts": attempts})
-        except ProviderError as exc:
-            self.events(f"image {image_id} is not usable yet ({exc.message})")
-            return None
-        return self.get_image(image_id)
-
-    def start_bake(self, cluster: ClusterConfig, node: Node, key: str,
-                   on_snapshot: Callable[[], None] | None = None, configure_seconds: float | None = None) -> str:
-        with translated(f"baking an image from {node.name} ({node.id})"):
-            image_id = aws_images.start_bake(self.ec2, cluster.name, node.id, key, self.owner(), configure_seconds)
-        if on_snapshot is not None:
-            on_snapshot()
-        self.events(f"image {image_id} is being baked from {node.name} in the background; later ups reuse it")
-        return image_id
-
-    def get_image(self, image_id: str) -> Image | None:
-        with translated(f"describing image {image_id}"):
-            raw = aws_images.describe_image(self.ec2, image_id)
-        return aws_images.to_image(raw) if raw else None
-
-    def bake(self, cluster: ClusterConfig, node: Node, key: str,
-             on_snapshot: Callable[[], None] | None = None) -> Image:
-        with translated(f"baking an image from {node.name} ({node.id})"):
-            image = aws_images.bake(self.ec2, cluster.name, node.id, key, self.owner(), self.image_wait, self.sleep,
-                                    on_snapshot)
-        self.events(f"baked image {image.id} from {node.name} for key {key[:16]}")
-        return image
-
-    def images(self) -> list[Image]:
-        with translated("listing images"):
-            return aws_images.own_images(self.ec2)
-
-    def remove_image(self, image_id: str) -> Removed:
-        with translated(f"removing image {image_id}"):
-            return aws_images.remove_image(self.ec2, image_id, self.sleep)
-
-    def purge_images(self, cluster: ClusterConfig) -> Removed:
-        with translated(f"removing the images of cluster {cluster.name}"):
-            return aws_images.purge_images(self.ec2, cluster.name, self.sleep, self.owner())
 
     # -- instances -------------------------------------------------------------------------
     def launch(self, request: LaunchRequest) -> list[Node]:

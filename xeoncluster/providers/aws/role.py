@@ -7,12 +7,13 @@ the role, so that the agent may run on any of them and the nodes it launches may
 user's code already runs on every node, so a worker holding it widens nobody's reach. Every
 permission is scoped to this cluster: instances it launches must carry the cluster's tag (and only
 the tool's tag keys), be of the cluster's instance types, use the cluster's own security group,
-subnets and images, and carry this role and no other (it may pass only itself, only to EC2); it may
-terminate or read the console of only instances that already carry the tag, and tags nothing after
-launch. What it launches carries the owner tag of the user who made the cluster (owner.py), so that
-user may remove it, and no other user may. Storage access is limited to the cluster's own prefix.
-The role carries the account's permissions boundary (boundary.py), the most any role of the tool
-may do.
+subnets and images (Ubuntu, the base `image:` names, or images its owner baked for the cluster's
+image key: a colleague's image of the same key is refused), and carry this role and no other (it
+may pass only itself, only to EC2); it may terminate or read the console of only instances that
+already carry the tag, and tags nothing after launch. What it launches carries the owner tag of the
+user who made the cluster (owner.py), so that user may remove it, and no other user may. Storage
+access is limited to the cluster's own prefix. The role carries the account's permissions boundary
+(boundary.py), the most any role of the tool may do.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from botocore.exceptions import ClientError
 
 from xeoncluster.providers.aws.boundary import boundary_arn
 from xeoncluster.providers.aws.clients import TAG_INDEX_BASE, error_code
-from xeoncluster.providers.aws.iam_doc import Document, allow, document, passed_to_ec2, role_arn
+from xeoncluster.providers.aws.iam_doc import TAG_BASE_IMAGE, Document, allow, deny, document, passed_to_ec2, role_arn
 from xeoncluster.providers.base import TAG_CLUSTER, TAG_IMAGE_KEY, TAG_OWNER, TAG_ROLE
 
 # Describe calls and the price list have no resource-level permissions.
@@ -53,10 +54,11 @@ class RoleScope:
     security_group_id: str
     subnet_ids: tuple[str, ...]
     base_image: str | None       # the AMI nodes start from before any bake
-    image_key: str | None        # images of this key (baked by any cluster) serve this cluster
+    image_key: str | None        # images of this key that the owner baked (by any cluster) serve this cluster
     storage: tuple[str, str] | None = None  # (bucket, prefix) on S3
     instance_types: tuple[str, ...] = ()     # the only types it may launch (none: it may launch nothing)
     owner: str | None = None                 # the UserId its launches must be tagged with (who made the cluster)
+    through_endpoints: tuple[str, ...] = ()  # services the cluster's subnets reach only through a VPC endpoint
 
     def arn(self, kind: str, name: str) -> str:
         owner = "" if kind == "image" else self.account
@@ -95,10 +97,16 @@ def master_policy(scope: RoleScope) -> Document:
               passed_to_ec2()),
     ]
     if scope.image_key:
+        # The key alone is no proof: any user of the account may tag an image of theirs with it.
+        made = {f"ec2:ResourceTag/{TAG_OWNER}": scope.owner} if scope.owner is not None else {}
         statements.append(allow("LaunchFromOwnImages", ["ec2:RunInstances"], [scope.arn("image", "*")],
-                                {"StringEquals": {f"ec2:ResourceTag/{TAG_IMAGE_KEY}": scope.image_key}}))
+                                {"StringEquals": {f"ec2:ResourceTag/{TAG_IMAGE_KEY}": scope.image_key, **made}}))
     if scope.storage is not None:
         statements += _storage_statements(*scope.storage)
+    # Every node's call to these comes through the VPC's endpoint (endpoints.py): one that does not was made
+    # with credentials copied off a node.
+    statements += [deny(f"{service.upper()}OnlyThroughTheVpcEndpoint", [f"{service}:*"], "*",
+                        {"Null": {"aws:SourceVpc": "true"}}) for service in scope.through_endpoints]
     return document(statements)
 
 
@@ -126,12 +134,15 @@ def ensure_master_role(iam: Any, scope: RoleScope) -> RoleResult:
     name = role_name(scope.cluster, scope.region)
     tags = [{"Key": TAG_CLUSTER, "Value": scope.cluster}] + (
         [{"Key": TAG_OWNER, "Value": scope.owner}] if scope.owner is not None else [])
+    base = [{"Key": TAG_BASE_IMAGE, "Value": scope.base_image}] if scope.base_image else []
     boundary = boundary_arn(scope.account)
     created = _create_if_missing(lambda: iam.create_role(
-        RoleName=name, AssumeRolePolicyDocument=json.dumps(TRUST), Tags=tags, PermissionsBoundary=boundary,
+        RoleName=name, AssumeRolePolicyDocument=json.dumps(TRUST), Tags=tags + base, PermissionsBoundary=boundary,
         Description=f"xeoncluster {scope.cluster}: every node's, for the run agent (recovery, idle removal)"))
     if not created:
-        _ensure_boundary(iam, name, boundary)
+        role = iam.get_role(RoleName=name)["Role"]
+        _ensure_boundary(iam, role, boundary)
+        _ensure_base_image(iam, role, scope.base_image)
     iam.put_role_policy(RoleName=name, PolicyName=POLICY_NAME, PolicyDocument=json.dumps(master_policy(scope)))
     _create_if_missing(lambda: iam.create_instance_profile(InstanceProfileName=name, Tags=tags))
     profile = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
@@ -140,10 +151,17 @@ def ensure_master_role(iam: Any, scope: RoleScope) -> RoleResult:
     return RoleResult(name, created)
 
 
-def _ensure_boundary(iam: Any, name: str, boundary: str) -> None:
-    current = iam.get_role(RoleName=name)["Role"].get("PermissionsBoundary", {}).get("PermissionsBoundaryArn")
+def _ensure_boundary(iam: Any, role: dict[str, Any], boundary: str) -> None:
+    current = role.get("PermissionsBoundary", {}).get("PermissionsBoundaryArn")
     if current != boundary:
-        iam.put_role_permissions_boundary(RoleName=name, PermissionsBoundary=boundary)
+        iam.put_role_permissions_boundary(RoleName=role["RoleName"], PermissionsBoundary=boundary)
+
+
+def _ensure_base_image(iam: Any, role: dict[str, Any], base: str | None) -> None:
+    """The boundary lets the role launch the image its tag names: `image:` may name another AMI next time."""
+    current = next((t["Value"] for t in role.get("Tags", []) if t["Key"] == TAG_BASE_IMAGE), None)
+    if base and current != base:
+        iam.tag_role(RoleName=role["RoleName"], Tags=[{"Key": TAG_BASE_IMAGE, "Value": base}])
 
 
 def _create_if_missing(create: Callable[[], Any]) -> bool:
