@@ -35,8 +35,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from train_measures import cpu_model
 
 from xeoncluster.node.diagnostics.startup_clock import read_parts
-from xeoncluster.node.events.events import parse_line
+from xeoncluster.node.events.events import EVENT_KEY_ENV, parse_line
 from xeoncluster.node.warm_start.server import running
+
+EVENT_KEY = "ab" * 32  # what the agent hands a launch: the ranks sign their events with it
 
 REPO = Path(__file__).resolve().parents[1]
 TAG = "WARM_BENCH_TAG"
@@ -103,7 +105,7 @@ def launch(mode: str, argv: list[str], env: dict[str, str], tag: str) -> Launch:
 
 def started_parts(out: str) -> dict[str, float]:
     for line in out.splitlines():
-        event = parse_line(line.split("] ", 1)[-1])
+        event = parse_line(line, EVENT_KEY)
         if event is not None and event.kind == "started" and event.rank == 0:
             return read_parts(event.metrics)
     raise SystemExit(f"no started event:\n{out[-3000:]}")
@@ -132,8 +134,8 @@ def main() -> None:
     parser.add_argument("--model", choices=("demo", "minilm"), default="demo")
     args = parser.parse_args()
     tag = f"{TAG}={uuid.uuid4().hex}"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "OMP_NUM_THREADS": "1",
-           "MASTER_ADDR": "127.0.0.1", "PYTHONPATH": str(REPO), TAG: tag.split("=", 1)[1]}
+    env = {**os.environ, EVENT_KEY_ENV: EVENT_KEY, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+           "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "PYTHONPATH": str(REPO), TAG: tag.split("=", 1)[1]}
     launches: list[Launch] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

@@ -18,10 +18,9 @@ import pytest
 
 from xeoncluster.node.checkpoints.resume_point import is_complete
 from xeoncluster.node.diagnostics.startup_clock import read_parts
-from xeoncluster.node.events.events import parse_line
 
 from .test_ddp_equivalence import _free_port
-from .training_helpers import REPO, offline_env
+from .training_helpers import REPO, events_in, offline_env
 
 STEPS = 14
 EXIT_INTERRUPTED = 75
@@ -82,7 +81,7 @@ def test_a_notice_checkpoints_the_current_step_and_resume_continues_exactly(
     checkpoint = out / f"checkpoint-{stopped}"
     assert is_complete(checkpoint)
     assert {p.name for p in checkpoint.glob("rng_state_*.pth")} == {"rng_state_0.pth", "rng_state_1.pth"}
-    reported = [(e.kind, e.step) for e in map(parse_line, output.splitlines()) if e and e.kind != "step"]
+    reported = [(e.kind, e.step) for e in events_in(output) if e.kind != "step"]
     assert reported[-2:] == [("checkpoint", stopped), ("stopped", stopped)]  # the agent stores it, then stops
     assert not (out / "metrics.json").exists()
 
@@ -91,7 +90,7 @@ def test_a_notice_checkpoints_the_current_step_and_resume_continues_exactly(
                              text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert f"resuming from {checkpoint}" in resumed.stdout
-    [started] = [e for e in map(parse_line, resumed.stdout.splitlines()) if e and e.kind == "started"]
+    [started] = [e for e in events_in(resumed.stdout) if e.kind == "started"]
     parts = read_parts(started.metrics)  # where the relaunch went, for the agent's log and bench_recovery
     assert started.step == stopped and list(parts)[-1] == "resume", started
     assert {"libraries", "data", "torch", "process_group", "model", "features", "trainer"} <= set(parts)

@@ -7,8 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.training.training_helpers import REPO, offline_env
-from xeoncluster.node.events.events import MARKER
+from tests.training.training_helpers import REPO, events_in, offline_env
 
 
 def wrap(tmp_path: Path, script: str, *args: str, resume: bool = False,
@@ -24,7 +23,7 @@ def wrap(tmp_path: Path, script: str, *args: str, resume: bool = False,
 
 
 def events(result: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
-    return [json.loads(line[len(MARKER):]) for line in result.stdout.splitlines() if line.startswith(MARKER)]
+    return [json.loads(e.to_json()) for e in events_in(result.stdout)]
 
 
 def test_the_script_sees_its_args_workdir_and_job_environment(tmp_path: Path) -> None:

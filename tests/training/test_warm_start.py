@@ -17,12 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from xeoncluster.node.events.events import parse_line
 from xeoncluster.node.warm_start.key import fingerprint, import_env
 from xeoncluster.node.warm_start.server import running
 
 from .test_ddp_equivalence import _free_port
-from .training_helpers import REPO, offline_env
+from .training_helpers import REPO, events_in, offline_env
 
 TAG = "WARM_TEST_TAG"  # not a per-launch name (XC_* are): part of the servers' environment, so these tests' own
 
@@ -71,9 +70,8 @@ def launch(demo_dir: Path, out: Path, env: dict[str, str], *extra: str, ranks: i
 
 
 def started(out: str) -> dict[str, float]:
-    for line in out.splitlines():
-        event = parse_line(line.split("] ", 1)[-1])
-        if event is not None and event.kind == "started":
+    for event in events_in(out):
+        if event.kind == "started":
             return {k: float(v) for k, v in event.metrics.items() if v is not None}
     raise AssertionError(f"no started event in:\n{out[-3000:]}")
 

@@ -7,11 +7,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+from xeoncluster.node.events.events import EVENT_KEY_ENV, RunEvent, parse_line
+
 REPO = Path(__file__).resolve().parents[2]
 # Small real samples (GLUE MRPC in its original TSV, SQuAD v2 in the flat HF layout), shipped with the tests.
 SHARED_DATA = REPO / "tests" / "data"
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+EVENT_KEY = "ab" * 32  # the key these tests' ranks sign their events with, as the agent's launches do
+
+
+def events_in(output: str) -> list[RunEvent]:
+    """The events among a run's output lines, rank labels and all."""
+    return [e for e in (parse_line(line, EVENT_KEY) for line in output.splitlines()) if e is not None]
 
 
 def offline_env(**extra: str) -> dict[str, str]:
@@ -29,6 +39,7 @@ def offline_env(**extra: str) -> dict[str, str]:
     # One OpenMP thread: these runs share 2 cores with the two chains' ranks, and a 2-thread process among
     # others measured 3.6x slower per step than a 1-thread one. A test may still ask for more.
     env.setdefault("OMP_NUM_THREADS", "1")
+    env[EVENT_KEY_ENV] = EVENT_KEY  # what the agent hands each launch: the ranks sign their events with it
     env.update(extra)
     return env
 

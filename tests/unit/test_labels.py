@@ -7,8 +7,10 @@ import threading
 
 import pytest
 
-from xeoncluster.node.events.events import NoticeEvent, emit, parse_line
+from xeoncluster.node.events.events import EVENT_KEY_ENV, NoticeEvent, emit, event_line, parse_line
 from xeoncluster.node.events.labels import LabelledWriter
+
+KEY = "ab" * 32  # a launch's key, as the agent draws it
 
 
 def test_a_line_another_thread_prints_between_a_prints_text_and_its_newline_stays_apart() -> None:
@@ -25,13 +27,13 @@ def test_a_line_another_thread_prints_between_a_prints_text_and_its_newline_stay
     loop = threading.Thread(target=training_loop)
     loop.start()
     half_written.wait(5)
-    writer.write('@xc-event {"kind": "notice", "node": "10.0.0.2", "rank": 1, "time": 1.0, "version": 2}\n')
+    writer.write(event_line(NoticeEvent(rank=1, node="10.0.0.2", time=1.0), KEY) + "\n")
     event_written.set()
     loop.join(5)
     lines = out.getvalue().splitlines()
-    assert sorted(lines) == sorted(['[1] @xc-event {"kind": "notice", "node": "10.0.0.2", "rank": 1, "time": 1.0, '
-                                    '"version": 2}', "[1] step 7/14"])
-    events = [e for e in map(parse_line, lines) if e is not None]
+    assert sorted(lines) == sorted(["[1] " + event_line(NoticeEvent(rank=1, node="10.0.0.2", time=1.0), KEY),
+                                    "[1] step 7/14"])
+    events = [e for e in (parse_line(line, KEY) for line in lines) if e is not None]
     assert [e.kind for e in events] == ["notice"]
 
 
@@ -64,7 +66,8 @@ def test_flush_and_close_end_an_unfinished_line() -> None:
     assert out.getvalue() == "[0] no newline\n[0] from a thread that ended\n"
 
 
-def test_emit_writes_one_parsable_line(capsys: pytest.CaptureFixture[str]) -> None:
+def test_emit_writes_one_parsable_line(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(EVENT_KEY_ENV, KEY)
     emit(NoticeEvent(rank=1, node="10.0.0.2", reason="spot interruption"))
-    event = parse_line(capsys.readouterr().out.strip())
+    event = parse_line(capsys.readouterr().out.strip(), KEY)
     assert event is not None and event.kind == "notice" and event.node == "10.0.0.2"

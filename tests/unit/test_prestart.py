@@ -14,6 +14,7 @@ from xeoncluster.core.stacks import get_stack
 from xeoncluster.job.train_plan import AHEAD_PORT, dry_run_plan
 from xeoncluster.job.train_request import TaskRequest
 from xeoncluster.node.diagnostics.startup_clock import describe
+from xeoncluster.node.events.events import HeldEvent, event_line
 from xeoncluster.node.startup.errors import TrainingError
 from xeoncluster.node.startup.hold import wait_for_release
 from xeoncluster.providers.aws.provider import AwsProvider
@@ -82,7 +83,7 @@ def test_a_held_job_s_lines_wait_until_it_is_the_run_s_and_it_never_clears_the_s
     plan = plan_of_two()
     events = []
     attempt = Attempt(None, plan, files, events.append, pid_file=".xc-ahead/launcher-29501.pid", held=True)
-    shell = StreamingShell(["[0] importing", '[0] @xc-event {"kind": "held", "time": 1.0}', "[0] step 1"])
+    shell = StreamingShell(["[0] importing", "[0] " + event_line(HeldEvent(time=1.0), attempt.event_key), "[0] step 1"])
     runner = threading.Thread(target=attempt.run, args=(shell,))
     runner.start()
     shell.go.set()

@@ -23,23 +23,41 @@ from xeoncluster.node.events.events import (
     StepEvent,
     StoppedEvent,
     event_from_json,
+    event_line,
     parse_line,
     read_events,
+    signature,
 )
 from xeoncluster.providers.base import Node
 from xeoncluster.runs.submission import Submission
 from xeoncluster.topology import CpuTopology
 
+KEY = "ab" * 32  # a launch's key, as the agent draws it
+
 
 def test_events_travel_as_marked_lines_with_or_without_the_rank_label() -> None:
     event = NoticeEvent(rank=3, node="10.0.0.7", reason="spot interruption notice", deadline=1795514520.0)
-    line = MARKER + event.to_json()
-    assert parse_line(line) == event
-    relabelled = parse_line(f"[5] {line}")
+    line = event_line(event, KEY)
+    assert parse_line(line, KEY) == event
+    relabelled = parse_line(f"[5] {line}", KEY)
     assert relabelled is not None and relabelled.rank == 5 and relabelled.reason == event.reason
-    assert parse_line("[0] step 3/10  loss 1.2") is None
-    assert parse_line("[0] " + MARKER + '{"kind": "nonsense"}') is None  # unknown kind: not an event
-    assert parse_line(MARKER + '{"kind": "step", "step": 4') is None      # cut short
+    assert parse_line("[0] step 3/10  loss 1.2", KEY) is None
+    nonsense = '{"kind": "nonsense"}'
+    assert parse_line(f"[0] {MARKER}{signature(KEY, nonsense)} {nonsense}", KEY) is None  # unknown kind
+    cut = '{"kind": "step", "step": 4'
+    assert parse_line(f"{MARKER}{signature(KEY, cut)} {cut}", KEY) is None                 # cut short
+
+
+def test_a_line_printed_in_the_form_of_an_event_is_a_log_line() -> None:
+    """The job's stdout carries whatever a user's script or its data prints: a notice in the exact form the
+    ranks once used, one signed under another launch's key, or a real event's line with its JSON changed."""
+    notice = NoticeEvent(rank=3, node="10.0.0.7", reason="spot interruption notice", deadline=1795514520.0)
+    text = notice.to_json()
+    assert parse_line(f"[3] {MARKER}{text}", KEY) is None                     # unsigned, as before
+    assert parse_line(event_line(notice, "cd" * 32), KEY) is None             # another launch's key
+    forged = event_line(notice, KEY).replace("10.0.0.7", "10.0.0.9")
+    assert parse_line(forged, KEY) is None                                    # signed JSON, changed
+    assert parse_line(event_line(notice, ""), "") is None                     # no key: nothing is an event
 
 
 def test_events_jsonl_skips_a_line_cut_short_by_a_crash() -> None:

@@ -101,16 +101,17 @@ def test_a_rank_that_says_it_started_when_it_did_not_is_refused() -> None:
 
 
 def test_every_rank_says_where_its_start_went_and_only_rank_0_that_the_run_started(
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     from xeoncluster.node.events.event_reporter import EventReporter
-    from xeoncluster.node.events.events import parse_line
+    from xeoncluster.node.events.events import EVENT_KEY_ENV, parse_line
 
+    monkeypatch.setenv(EVENT_KEY_ENV, "ab" * 32)
     for zero in (False, True):
         clock = StartupClock()
         clock.mark("libraries")
         state = SimpleNamespace(is_world_process_zero=zero, global_step=40, max_steps=100)
         EventReporter("10.0.0.3", clock).on_train_begin(None, state, None)
-    events = [parse_line(line) for line in capsys.readouterr().out.splitlines()]
+    events = [parse_line(line, "ab" * 32) for line in capsys.readouterr().out.splitlines()]
     assert [e.kind for e in events if e is not None] == ["ready", "ready", "started"]
     first = events[0]
     assert first is not None and first.step == 40 and list(read_parts(first.metrics))[-2:] == ["libraries", "resume"]

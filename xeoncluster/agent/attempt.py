@@ -8,6 +8,7 @@ its events file and to the supervisor, and the two ways to stop it early.
 """
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -54,6 +55,8 @@ class Attempt:
         self._streaming: NodeShell | None = None
         self._lock = threading.Lock()
         self._held: list[str] | None = [] if held else None
+        # The ranks sign their events with it: a line the job prints in their form is only a log line.
+        self.event_key = secrets.token_hex(32)
 
     def run(self, shell: NodeShell) -> Outcome:
         outcome = Outcome(-1)
@@ -61,7 +64,7 @@ class Attempt:
         # A job started ahead must not take the stop request the job it follows is about to get.
         stop = () if self._held is not None else (remote_command("rm", "-f", f"{self.run_dir}/{STOP_FILE}"),)
         command = all_of(remote_command("mkdir", "-p", self.pid_file.rsplit("/", 1)[0]), *stop,
-                         written_to("echo $$", self.pid_file), self.plan.exec_command())
+                         written_to("echo $$", self.pid_file), self.plan.exec_command(self.event_key))
         with open(self.files.log, "a") as log, open(self.files.events, "a") as events:
             self._write(log, f"$ {self.plan.command()}")
             sink = self._sink(log, events, outcome)
@@ -75,7 +78,7 @@ class Attempt:
 
     def _sink(self, log: TextIO, events: TextIO, outcome: Outcome) -> Callable[[str, str], None]:
         def sink(_node: str, line: str) -> None:
-            event = parse_line(line)
+            event = parse_line(line, self.event_key)
             with self._lock:
                 if log.closed:  # the stream's last lines after an interrupt
                     return

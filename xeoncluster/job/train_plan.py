@@ -22,6 +22,7 @@ from xeoncluster.job.train_request import (
     TrainRequest,
 )
 from xeoncluster.node import stack_rules
+from xeoncluster.node.events.events import EVENT_KEY_ENV
 from xeoncluster.node.rank_env import (
     STOP_FILE,
     XC_BATCH_WORLD,
@@ -69,9 +70,12 @@ class LaunchPlan:
         # than through its launch tree (which it uses on large clusters by default).
         return f"{LAUNCHER_ENV} {render_command(self.argv)}"
 
-    def exec_command(self) -> str:
-        """command() with the launcher exec'ed, so that the remote shell's $$ is mpiexec's pid."""
-        return f"{LAUNCHER_ENV} exec {render_command(self.argv)}"
+    def exec_command(self, event_key: str) -> str:
+        """command() with the launcher exec'ed, so that the remote shell's $$ is mpiexec's pid, and the
+        launch's event key in every rank's environment (node/events/events.py). Not in command(): that is
+        logged and shown, and the key must not reach the job's output."""
+        argv = (self.argv[0], "-genv", EVENT_KEY_ENV, event_key, *self.argv[1:])
+        return f"{LAUNCHER_ENV} exec {render_command(argv)}"
 
     def ahead(self, hostfile: str, release: str, busy_port: str) -> LaunchPlan:
         """This launch, started while another job of the run still trains (agent/prestart.py): its nodes from

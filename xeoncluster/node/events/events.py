@@ -4,11 +4,20 @@ Ranks print each event as one marked line on stdout. Under mpiexec every rank's 
 master, so the run agent sees the events of every node in order with the log, keeps them in the
 run's `events.jsonl`, and decides from them (never from the human-readable lines). This module has
 no dependency beyond the standard library: the CLI machine imports it without torch.
+
+The same stdout carries whatever the job prints: a user's script, a library, a line of the data. So a
+marked line is an event only when it carries the HMAC of its JSON under the launch's own key
+(XC_EVENT_KEY, which the agent draws for each launch and hands the ranks through mpiexec's
+environment): a printed copy of an event, or one made up, is a log line like any other. The key is in
+the ranks' environment, so code that sets out to forge an event can; no printed line can.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
+import os
 import re
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -18,12 +27,14 @@ from typing import Any, Literal, get_args
 EXIT_STOPPED = 75
 MARKER = "@xc-event "
 EVENTS_FILE = "events.jsonl"
+EVENT_KEY_ENV = "XC_EVENT_KEY"  # the launch's key (hex), in every rank's environment
 
 # The version of the CLI-agent contract (xeoncluster/wire/contract.py takes it from here: this package
 # imports nothing above it). Events without one were printed by ranks before 0.2: version 1.
 EVENTS_VERSION = 2
-# `[3] @xc-event {...}`: the rank label is added by xeoncluster/node/events/labels.py when the world is larger than one.
-_LINE = re.compile(r"^(?:\[(\d+)\] )?" + re.escape(MARKER) + r"(\{.*\})\s*$")
+# `[3] @xc-event MAC {...}`: the rank label is added by xeoncluster/node/events/labels.py when the world is
+# larger than one; MAC is the HMAC-SHA256 of the JSON under the launch's key.
+_LINE = re.compile(r"^(?:\[(\d+)\] )?" + re.escape(MARKER) + r"([0-9a-f]{64}) (\{.*\})\s*$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -146,18 +157,29 @@ def event_from_json(text: str) -> RunEvent:
     return event_from_dict(json.loads(text))
 
 
+def signature(key: str, text: str) -> str:
+    return hmac.new(key.encode(), text.encode(), hashlib.sha256).hexdigest()
+
+
+def event_line(event: RunEvent, key: str) -> str:
+    text = event.to_json()
+    return f"{MARKER}{signature(key, text)} {text}"
+
+
 def emit(event: RunEvent) -> None:
-    """Print the event as one marked line (flushed at once: the agent acts on notices within a step)."""
-    print(MARKER + event.to_json(), flush=True)
+    """Print the event as one marked line (flushed at once: the agent acts on notices within a step). Read on
+    each call: the launch's key is in the environment mpiexec gave this rank."""
+    print(event_line(event, os.environ.get(EVENT_KEY_ENV, "")), flush=True)
 
 
-def parse_line(line: str) -> RunEvent | None:
-    """The event a stream line carries, or None for an ordinary log line (or a garbled marker line)."""
+def parse_line(line: str, key: str) -> RunEvent | None:
+    """The event a stream line carries under the launch's `key`, or None for an ordinary log line: one
+    with no marker, a garbled one, or one whose signature is not the key's (printed by anything else)."""
     match = _LINE.match(line)
-    if match is None:
+    if match is None or not key or not hmac.compare_digest(match.group(2), signature(key, match.group(3))):
         return None
     try:
-        event = event_from_json(match.group(2))
+        event = event_from_json(match.group(3))
     except (ValueError, TypeError):
         return None
     return event if match.group(1) is None else _with_rank(event, int(match.group(1)))
