@@ -9,6 +9,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from xeoncluster.node.warm_start.socket_folder import for_home
+
 MODULE = "xeoncluster.node.warm_start"  # the server's: `python -m MODULE ADDRESS`
 # Values that differ between launches and runs but that nothing reads while importing: the launcher's
 # (MPI's, its ssh session's), the rank's place in the job, and the run's own (XC_*, trackers). Any other
@@ -46,24 +48,16 @@ def fingerprint(environ: Mapping[str, str]) -> str:
 
 
 def cpu_set_prefix(cpus: set[int] | None = None) -> str:
-    """The start of the abstract socket names of this user's servers for this CPU set. Abstract names live
-    in the network namespace, so each node (a machine, a container, a local namespace node) has its own.
-    The CPU set is in the name because OpenMP fixes its thread places from it when torch loads: one server
-    per set, so per local rank."""
+    """The start of the socket names of this user's servers for this network namespace and CPU set. The
+    namespace is in the name because each node (a machine, a container, a local namespace node) has its own
+    servers, and a socket file can be reached from any namespace that sees the folder. The CPU set is in it
+    because OpenMP fixes its thread places from it when torch loads: one server per set, so per local rank."""
     cpus = os.sched_getaffinity(0) if cpus is None else cpus
     digest = hashlib.sha256(",".join(map(str, sorted(cpus))).encode()).hexdigest()[:12]
-    return f"xeoncluster-warm-{os.getuid()}-{digest}-"
+    return f"{os.stat('/proc/self/ns/net').st_ino}-{digest}-"
 
 
-def address(environ_fingerprint: str, cpus: set[int] | None = None) -> str:
-    return cpu_set_prefix(cpus) + environ_fingerprint[:16]
-
-
-def listening(prefix: str) -> list[str]:
-    """The abstract socket names in this network namespace that start with `prefix`."""
-    try:
-        lines = Path("/proc/net/unix").read_text().splitlines()[1:]
-    except OSError:
-        return []
-    names = {fields[-1][1:] for fields in map(str.split, lines) if len(fields) >= 8 and fields[-1].startswith("@")}
-    return sorted(name for name in names if name.startswith(prefix))
+def address(environ_fingerprint: str, user_home: Path, cpus: set[int] | None = None) -> Path:
+    """The server's socket file, in the folder only this user may enter (socket_folder.py)."""
+    name = cpu_set_prefix(cpus) + environ_fingerprint[:16]
+    return for_home(user_home, len(name)) / name

@@ -11,11 +11,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from pathlib import Path
 
 from xeoncluster.node.diagnostics.startup_clock import process_started
 from xeoncluster.node.rank_env import XC_WARM_START
 from xeoncluster.node.warm_start import wire
 from xeoncluster.node.warm_start.key import MODULE, address, fingerprint, import_env
+from xeoncluster.node.warm_start.socket_folder import home, unusable
 
 CONNECT_SECONDS = 10.0
 READY_SECONDS = 300.0  # a server just started imports first; a loaded machine has taken half a minute
@@ -28,12 +30,12 @@ def wanted(environ: Mapping[str, str]) -> bool:
     return "PMI_RANK" in environ and environ.get(XC_WARM_START, "1") != "0"
 
 
-def connect(name: str, wait: float) -> socket.socket | None:
+def connect(address: Path, wait: float) -> socket.socket | None:
     deadline = time.monotonic() + wait
     while True:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            sock.connect("\0" + name)
+            sock.connect(str(address))
             return sock
         except OSError:
             sock.close()
@@ -42,18 +44,22 @@ def connect(name: str, wait: float) -> socket.socket | None:
             time.sleep(0.05)
 
 
-def start_server(name: str, environ: Mapping[str, str]) -> None:
-    subprocess.Popen([sys.executable, "-m", MODULE, name], env=import_env(environ),
+def start_server(address: Path, environ: Mapping[str, str]) -> None:
+    subprocess.Popen([sys.executable, "-m", MODULE, str(address)], env=import_env(environ),
                      cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                      start_new_session=True)
 
 
-def forked_rank(name: str, request: wire.Request) -> tuple[socket.socket, int] | None:
+def forked_rank(address: Path, request: wire.Request) -> tuple[socket.socket, int] | None:
     """The server's socket and the forked rank's pid; None to start cold."""
-    sock = connect(name, 0)
+    why = unusable(address.parent)
+    if why is not None:
+        say(why)
+        return None
+    sock = connect(address, 0)
     if sock is None:
-        start_server(name, request.env)
-        sock = connect(name, CONNECT_SECONDS)
+        start_server(address, request.env)
+        sock = connect(address, CONNECT_SECONDS)
     if sock is None:
         say(f"the node's warm rank server did not start within {CONNECT_SECONDS:g}s")
         return None
@@ -112,7 +118,7 @@ def run_warm(argv: list[str], environ: Mapping[str, str]) -> int | None:
     env = dict(environ)
     request = wire.Request(argv=list(argv), env=env, cwd=os.getcwd(), path=list(sys.path),
                            fingerprint=fingerprint(env), started=process_started())
-    found = forked_rank(address(request.fingerprint), request)
+    found = forked_rank(address(request.fingerprint, home(env)), request)
     if found is None:
         return None
     sock, pid = found

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from xeoncluster.node.warm_start import wire
-from xeoncluster.node.warm_start.key import MODULE, fingerprint, listening
+from xeoncluster.node.warm_start.key import MODULE, fingerprint
+from xeoncluster.node.warm_start.socket_folder import held, sockets, unusable
 
 IDLE_SECONDS = 900.0
 # A server whose CPU set a newer one (another environment's) took: it still answers its own ranks, which may
@@ -74,11 +75,11 @@ class Server:
 
     def _accept(self, listener: socket.socket) -> None:
         conn, _ = listener.accept()
+        if not _same_user(conn):
+            return conn.close()  # before all else: another user's connection keeps no server alive
         self.quiet_since = time.monotonic()
         try:
             conn.settimeout(10)
-            if not wire.same_user(conn):
-                return conn.close()
             request, streams = wire.receive_request(conn)
         except (OSError, ValueError):
             return conn.close()
@@ -163,6 +164,13 @@ class Server:
         conn.close()
 
 
+def _same_user(conn: socket.socket) -> bool:
+    try:
+        return wire.same_user(conn)
+    except OSError:
+        return False
+
+
 def _take_streams(streams: list[int]) -> None:
     for target, fd in enumerate(streams):
         os.dup2(fd, target)
@@ -200,29 +208,64 @@ def running() -> list[Running]:
     return found
 
 
-def retire_others(mine: str) -> None:
-    """One server per CPU set in the long run: the older ones (other environments') end once idle."""
-    for name in listening(mine[: mine.rindex("-") + 1]):
-        if name == mine:
+def retire_others(mine: Path) -> None:
+    """One server per CPU set in the long run: the older ones (other environments') end once idle. A socket
+    that refuses is a dead server's (no one binds while the folder is held): its file goes."""
+    for other in sockets(mine.parent, mine.name[: mine.name.rindex("-") + 1]):
+        if other == mine:
             continue
         with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
             try:
                 sock.settimeout(5)
-                sock.connect("\0" + name)
+                sock.connect(str(other))
                 if wire.same_user(sock):
                     wire.send_request(sock, wire.RETIRE, [])
+            except ConnectionRefusedError:
+                other.unlink(missing_ok=True)
             except OSError:
                 continue
 
 
-def serve(address: str) -> int:
+def listen_at(address: Path) -> socket.socket | None:
+    """A listening socket at `address`, in place of a dead server's file there; None when a live server has
+    it (its ranks use that one). Only for a folder that unusable() passed: no one else can put a file in it."""
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
-        listener.bind("\0" + address)
+        try:
+            listener.bind(str(address))
+        except OSError:
+            if _answers(address):
+                listener.close()
+                return None
+            address.unlink(missing_ok=True)
+            listener.bind(str(address))
+        listener.listen(64)
     except OSError:
-        return 0  # another rank's server took the address first: its ranks use that one
-    listener.listen(64)
+        listener.close()
+        return None
+    return listener
+
+
+def _answers(address: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as sock:
+        try:
+            sock.connect(str(address))
+        except (ConnectionRefusedError, FileNotFoundError):
+            return False
+        except OSError:
+            return True  # not known to be dead: leave it be
+    return True
+
+
+def serve(address: str) -> int:
+    path = Path(address)
+    if unusable(path.parent) is not None:
+        return 0  # the rank that started it says why, and starts cold
+    with held(path.parent):
+        listener = listen_at(path)
+        if listener is None:
+            return 0
+        retire_others(path)
     mine = fingerprint(os.environ)  # before the imports, as the ranks that ask compute theirs
-    retire_others(address)
     preload()
     return Server(listener, mine).run()
