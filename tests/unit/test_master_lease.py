@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from xeoncluster.cluster.master_lease import NAME, LeaseBook, MasterLease
+from xeoncluster.cluster.master_lease import NAME, STALE_SECONDS, LeaseBook, MasterLease
 from xeoncluster.cluster.untrusted import Refused
 from xeoncluster.providers.aws.spec import AWS
 from xeoncluster.storage.base import StaleVersion, StorageLocation, Versioned
@@ -180,3 +180,44 @@ def test_racing_processes_take_a_stale_lease_exactly_once_per_round(storage: Fol
     assert {r: [epoch for _, epoch in won] for r, won in winners.items()} == {r: [r + 1] for r in range(ROUNDS)}
     final = LeaseBook(storage, "c1").current()
     assert final is not None and (final.epoch, final.holder) == (ROUNDS, f"p{winners[ROUNDS - 1][0][0]}-r{ROUNDS - 1}")
+
+
+YEAR = 365 * 86400.0
+
+
+def forge(storage: FolderStorage, book: LeaseBook, renewed_at: float, holder: str = C, epoch: int = 4) -> None:
+    """A lease written straight to storage: by any node's role, or by an honest node whose clock is off."""
+    storage.put_text(book.key, json.dumps({"epoch": epoch, "holder": holder, "holder_name": "node2",
+                                           "renewed_at": renewed_at}))
+
+
+@pytest.mark.parametrize(("taker", "force_from"), [(A, None), (B, None), (B, A)],
+                         ids=["the master's renewal", "a take", "a forced takeover"])
+def test_a_lease_renewed_a_year_ahead_by_another_holder_is_taken_as_stale(
+        storage: FolderStorage, taker: str, force_from: str | None) -> None:
+    notes: list[str] = []
+    book = LeaseBook(storage, "c1", AWS.instance_id, note=notes.append)
+    forge(storage, book, renewed_at=1000 + YEAR)
+    taken = book.take(taker, "node0", now=1000, stale_after=STALE_SECONDS, force_from=force_from)
+    assert taken is not None and (taken.epoch, taken.holder, taken.renewed_at) == (5, taker, 1000.0)
+    assert book.holds(taken) and book.renew(taken, now=1010).renewed_at == 1010.0
+    [line] = notes
+    assert f"renewed {YEAR:.0f} s in the future (by node2, {C}): taken as stale" in line
+
+
+def test_a_holder_renews_its_own_lease_from_the_future_at_its_epoch(storage: FolderStorage) -> None:
+    notes: list[str] = []
+    book = LeaseBook(storage, "c1", AWS.instance_id, note=notes.append)
+    forge(storage, book, renewed_at=1000 + YEAR, holder=A)
+    renewed = book.take(A, "node2", now=1000, stale_after=STALE_SECONDS)
+    assert renewed is not None and (renewed.epoch, renewed.renewed_at) == (4, 1000.0) and notes == []
+
+
+def test_a_lease_a_few_seconds_ahead_is_an_honest_clock_and_is_kept_until_stale(storage: FolderStorage) -> None:
+    notes: list[str] = []
+    book = LeaseBook(storage, "c1", AWS.instance_id, note=notes.append)
+    forge(storage, book, renewed_at=1005)
+    assert book.take(B, "node1", now=1000, stale_after=30) is None
+    assert book.take(B, "node1", now=1035, stale_after=30) is None
+    taken = book.take(B, "node1", now=1036, stale_after=30)
+    assert taken is not None and taken.epoch == 5 and notes == []

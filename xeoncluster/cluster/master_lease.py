@@ -8,6 +8,8 @@ effect of a master is fenced by `holds`: the stored lease still names it, with t
 
 `renewed_at` is the writer's clock, compared with the reader's: `stale_after` must exceed the nodes'
 clock skew by far. Time only decides when a lease may be taken, never who holds it: the stored lease does.
+A lease renewed further in the future than the nodes' clocks can differ is stale: left to stand, it would
+stop every take for as long as it claims, and any node's role (or one skewed clock) can write one.
 
 A node's role may write to storage, so a lease read from it is checked like anything else read there
 (cluster/untrusted.py), and one that fails is refused in one line naming where it was read.
@@ -15,7 +17,8 @@ A node's role may write to storage, so a lease read from it is checked like anyt
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -26,6 +29,10 @@ from xeoncluster.storage.base import StaleVersion, Storage
 
 NAME = "master-lease.json"
 STALE_SECONDS = 180.0  # three of the watch agent's beats unrenewed: a lease nobody keeps is free to take
+# The nodes' clocks are NTP-synced, well within a second of each other; a renewal further ahead than this
+# came from a broken clock or a forger. It must stay far under STALE_SECONDS: it is how much longer than
+# that a lease written ahead of time delays a take.
+SKEW_SECONDS = 30.0
 # Every provider's instance ids fit it; LeaseBook narrows it to the provider's own rule where given.
 HOLDER = re.compile(r"[A-Za-z0-9._-]{1,64}")
 LONGEST = 4096  # characters: an honest lease has under 200
@@ -74,13 +81,19 @@ def parse(data: str | dict[str, Any], source: str, rule: re.Pattern[str] = HOLDE
     return lease
 
 
+def unheard(_line: str) -> None:
+    """Where a LeaseBook made without a log says what it did."""
+
+
 @dataclass(frozen=True)
 class LeaseBook:
-    """The lease of one cluster, in its storage. `id_rule`: the provider's instance ids."""
+    """The lease of one cluster, in its storage. `id_rule`: the provider's instance ids; `note`: where a
+    take says that it took a lease renewed in the future (the agent's log)."""
 
     storage: Storage
     cluster: str
     id_rule: re.Pattern[str] = HOLDER
+    note: Callable[[str], None] = field(default=unheard, compare=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -97,21 +110,23 @@ class LeaseBook:
     def take(self, holder: str, holder_name: str, now: float, stale_after: float,
              force_from: str | None = None) -> MasterLease | None:
         """The lease for `holder`: made at epoch 1 when there is none, renewed when it is already
-        ours, taken (epoch + 1) when it went unrenewed over `stale_after` seconds or its holder is
-        `force_from` (one the caller knows is gone). None when held by another, or the race is lost."""
+        ours, taken (epoch + 1) when it went unrenewed over `stale_after` seconds, was renewed more
+        than SKEW_SECONDS in the future, or its holder is `force_from` (one the caller knows is gone).
+        None when held by another, or the race is lost."""
         found = self._read()
         if found is None:
-            wanted, version = self._lease(1, holder, holder_name, now), None
-        elif found[0].holder == holder:
-            wanted, version = self._lease(found[0].epoch, holder, holder_name, now), found[1]
-        elif now - found[0].renewed_at > stale_after or found[0].holder == force_from:
-            wanted, version = self._lease(found[0].epoch + 1, holder, holder_name, now), found[1]
-        else:
+            return self._claim(self._lease(1, holder, holder_name, now), None)
+        stored, version = found
+        if stored.holder == holder:
+            return self._claim(self._lease(stored.epoch, holder, holder_name, now), version)
+        ahead = stored.renewed_at - now
+        if ahead <= SKEW_SECONDS and now - stored.renewed_at <= stale_after and stored.holder != force_from:
             return None
-        try:
-            return self._write(wanted, version)
-        except StaleVersion:
-            return None
+        taken = self._claim(self._lease(stored.epoch + 1, holder, holder_name, now), version)
+        if taken is not None and ahead > SKEW_SECONDS:
+            self.note(f"{self.source}: the master lease was renewed {ahead:.0f} s in the future (by "
+                      f"{stored.holder_name}, {stored.holder}): taken as stale")
+        return taken
 
     def renew(self, lease: MasterLease, now: float) -> MasterLease:
         """Raises StaleVersion when `lease` is no longer the one stored (it was taken)."""
@@ -147,6 +162,13 @@ class LeaseBook:
             raise StaleVersion(f"{self.source}: {lease.holder_name} ({lease.holder}) no longer holds "
                                f"epoch {lease.epoch}")
         return found[1]
+
+    def _claim(self, lease: MasterLease, version: str | None) -> MasterLease | None:
+        """None when another write landed first."""
+        try:
+            return self._write(lease, version)
+        except StaleVersion:
+            return None
 
     def _write(self, lease: MasterLease, version: str | None) -> MasterLease:
         """A write whose answer was lost, sent again by the client, is refused for its own first copy:
