@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 
 from xeoncluster.agent.activity import Activity
 from xeoncluster.agent.cluster_spend import cluster_spend
@@ -97,19 +98,19 @@ def watch_cluster(ctx: CommandContext) -> int:
     shell = ctx.shell()
     try:
         heartbeat = Heartbeat(ctx.state.load, shell, spec_for(ctx.config.provider).poweroff, report,
-                              succession(ctx, shell))
+                              succession(ctx, shell, report))
         return Watcher(ctx.state.path, Activity(ctx, host, shell), SelfRemoval(ctx, host, report), report,
                        heartbeat, spend=cluster_spend(ctx)).run()
     finally:
         shell.close()
 
 
-def succession(ctx: CommandContext, shell: NodeShell) -> Succession:
+def succession(ctx: CommandContext, shell: NodeShell, report: Callable[[str], None]) -> Succession:
     """Without storage there is no lease: the workers keep a copy, and a takeover says why it cannot."""
     record = ctx.state.load()
     location = record.storage if record else None
-    book = LeaseBook(ctx.provider.open_storage(location), ctx.config.name, spec_for(ctx.config.provider).instance_id) \
-        if location is not None else None
+    book = LeaseBook(ctx.provider.open_storage(location), ctx.config.name, spec_for(ctx.config.provider).instance_id,
+                     report) if location is not None else None
     return Succession(Replica(shell, ctx.state), book)
 
 

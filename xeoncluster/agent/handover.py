@@ -1,13 +1,18 @@
 """A master with a spot notice hands its job over before it goes.
 
 On the master's notice its run agent launches a successor under the master's name and role, from the
-cluster's image, in its zone, and readies it while the ranks train on: the host key pinned (out of band),
-the agent's code, the node package and the run's data. Once it is ready the ranks are asked to stop at
-the next step boundary with a checkpoint (as for a noticed worker, agent/proactive.py). Then, with the
-queue here held so that no queued run starts on the old master, the checkpoint is stored, the cluster's
-state names the successor, and the successor gets the agent's job (agent/new_master.py): every run, the
-watch agent and the master lease. The old master then powers itself off. A failed handover leaves the
-run to the notice's deadline and the workers' takeover (agent/takeover.py).
+cluster's image, in its zone, and readies it while the ranks train on: the host key pinned, the agent's
+code, the node package and the run's data. The key is the one the provider shows out of band (on AWS, the
+console, polled for a while); where that shows none in time, the successor is not trusted on first use and
+the handover fails (operations/up_nodes.host_key). Only on a provider with no out-of-band source is the
+successor's key scanned. A successor that could not be readied is unpinned and removed again.
+
+Once it is ready the ranks are asked to stop at the next step boundary with a checkpoint (as for a noticed
+worker, agent/proactive.py). Then, with the queue here held so that no queued run starts on the old master,
+the checkpoint is stored, the cluster's state names the successor, and the successor gets the agent's job
+(agent/new_master.py): every run, the watch agent and the master lease. The old master then powers itself
+off. A failed handover leaves the ranks training to near the notice's deadline, where they stop by
+themselves with a checkpoint, and the run to the workers' takeover (agent/takeover.py).
 """
 from __future__ import annotations
 
@@ -31,8 +36,8 @@ from xeoncluster.core.errors import XeonClusterError
 from xeoncluster.core.paths import master_files, package_dir
 from xeoncluster.operations.launch_ceiling import check_ceiling
 from xeoncluster.operations.repair import recorded_base, recorded_image
-from xeoncluster.operations.up_nodes import check_mesh, playbook_runner, write_cluster_files
-from xeoncluster.providers.abilities import host_keys
+from xeoncluster.operations.up_nodes import check_mesh, host_key, playbook_runner, write_cluster_files
+from xeoncluster.providers.abilities import remove_node
 from xeoncluster.providers.base import LaunchRequest, Node
 from xeoncluster.providers.node_kinds import Role
 from xeoncluster.providers.registry import spec_for
@@ -87,17 +92,45 @@ class Handover:
                                                       replacement=True))
             record.add_resources("nodes", [new.id])
             ctx.state.save(record)
-            shell.wait_ready([new], ctx.config.ssh.timeout)
-            offered = host_keys(ctx.provider, new)
-            self.key = cluster_files.preferred_key(offered) if offered else shell.scan_host_key(new)
-            self.pin(new)
-            shell.wait_login([new], ctx.config.ssh.timeout, ctx.reporter.detail)
-            if recorded_image(record) is None:
-                playbook_runner(ctx, shell).run_all(load_playbooks(), [new], ctx.reporter.detail)
-            root = package_dir().parent
-            sync_tree(shell, [new], root, master_files(), f"{APP.split('/', 1)[1]}/{tree_digest(root, master_files())}")
-            self.warm(new)
+            try:
+                self._ready(shell, new)
+            except Exception:
+                self._remove(new)
+                raise
         return new
+
+    def _ready(self, shell: NodeShell, new: Node) -> None:
+        ctx = self.ctx
+        shell.wait_ready([new], ctx.config.ssh.timeout)
+        self.key = host_key(ctx, shell, new, trust_first_use=False)
+        self.pin(new)
+        shell.wait_login([new], ctx.config.ssh.timeout, ctx.reporter.detail)
+        if recorded_image(self.record) is None:
+            playbook_runner(ctx, shell).run_all(load_playbooks(), [new], ctx.reporter.detail)
+        root = package_dir().parent
+        sync_tree(shell, [new], root, master_files(), f"{APP.split('/', 1)[1]}/{tree_digest(root, master_files())}")
+        self.warm(new)
+
+    def _remove(self, new: Node) -> None:
+        """A successor that is not ready is never used: left running, it would bill with nobody to end it."""
+        if self.key:
+            self._unpin(new)
+        try:
+            remove_node(self.ctx.provider, self.ctx.config, new)
+        except Exception as exc:  # noqa: BLE001 - the readying's failure is the one to tell; `down` finds it by tag
+            self.ctx.reporter.warn(f"could not remove {new.name} ({new.id}), the successor that was not ready: "
+                                   f"{getattr(exc, 'message', exc)}")
+            return
+        self.record.drop_resources("nodes", [new.id])
+        self.ctx.state.save(self.record)
+
+    def _unpin(self, new: Node) -> None:
+        """The successor's pin has the master's name: only its address tells the two apart."""
+        known_hosts = self.ctx.state.known_hosts
+        if known_hosts.exists():
+            kept = [line for line in known_hosts.read_text().splitlines()
+                    if line.partition(" ")[0].split(",")[:2] != [new.name, new.ssh_host]]
+            atomic_write(known_hosts, "".join(f"{line}\n" for line in kept))
 
     def pin(self, new: Node, only_these: list[Node] | None = None) -> None:
         """The successor's key beside the nodes' pins: it has the master's name, and a pin is found by address
@@ -132,7 +165,7 @@ def hand_over(ctx: CommandContext, handover: Handover, files: RunFiles, drain: C
     if location is None:
         raise XeonClusterError("the cluster keeps no storage: the run cannot move to a new master")
     storage = ctx.provider.open_storage(location)
-    book = LeaseBook(storage, record.name, spec_for(ctx.config.provider).instance_id)
+    book = LeaseBook(storage, record.name, spec_for(ctx.config.provider).instance_id, note)
     lease = book.take(handover.old.id, handover.old.name, time.time(), STALE_SECONDS)
     if lease is None:
         raise Fenced("another node holds the master lease: this master hands nothing over")

@@ -16,7 +16,7 @@ from xeoncluster.cluster.command_context import CommandContext
 from xeoncluster.cluster.playbook import load_playbooks
 from xeoncluster.cluster.state import ClusterRecord
 from xeoncluster.operations.launch_ceiling import check_ceiling
-from xeoncluster.operations.repair import recorded_base, recorded_image
+from xeoncluster.operations.repair import recorded_base, recorded_image, remove_new
 from xeoncluster.operations.up_nodes import add_nodes, check_mesh, playbook_runner, write_cluster_files
 from xeoncluster.providers.base import LaunchRequest, Node
 from xeoncluster.providers.node_kinds import Role
@@ -74,7 +74,11 @@ class Replacement:
             check_ceiling(ctx, record, 1, replacing=1)
             [new] = ctx.provider.launch(LaunchRequest(ctx.config, 1, recorded_image(record), Role.WORKER, index,
                                                       near=master, base=recorded_base(record), replacement=True))
-            add_nodes(ctx, record, [new], shell)
+            try:
+                add_nodes(ctx, record, [new], shell, trust_first_use=False)
+            except Exception:
+                remove_new(ctx, record, [new.name])  # a node nobody logs in to is of no use, and it bills
+                raise
             if recorded_image(record) is None:
                 playbook_runner(ctx, shell).run_all(load_playbooks(), [new], ctx.reporter.detail)
             self.warm(new)

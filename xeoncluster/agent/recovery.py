@@ -79,7 +79,7 @@ def restore_checkpoint(ctx: CommandContext, shell: NodeShell, nodes: list[Node],
 def replace_lost(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, lost: list[tuple[Node, str]],
                  run: str) -> None:
     try:
-        repair(ctx, record, shell, [node for node, _ in lost], len(record.nodes))
+        repair(ctx, record, shell, [node for node, _ in lost], len(record.nodes), trust_first_use=False)
     except XeonClusterError as exc:
         names = ", ".join(node.name for node, _ in lost)
         raise TrainingError(f"lost {names} and could not replace it: {exc.message}; the checkpoints are kept",

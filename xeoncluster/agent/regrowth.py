@@ -50,7 +50,7 @@ def launch_missing(ctx: CommandContext, record: ClusterRecord, shell: NodeShell)
         for index in free_indices(record, missing):
             new += ctx.provider.launch(LaunchRequest(ctx.config, 1, recorded_image(record), Role.WORKER, index,
                                                      near=master, base=recorded_base(record), replacement=True))
-        add_nodes(ctx, record, new, shell)
+        add_nodes(ctx, record, new, shell, trust_first_use=False)
         if recorded_image(record) is None:
             playbook_runner(ctx, shell).run_all(load_playbooks(), new, ctx.reporter.detail)
         record.replaced = sorted(set(record.replaced) | {node.name for node in new})  # `status` marks them

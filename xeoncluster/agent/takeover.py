@@ -43,7 +43,7 @@ ANSWER_SECONDS = 5.0
 class Takeover:
     def __init__(self, ctx: CommandContext, record: ClusterRecord, me: Node, storage: Storage) -> None:
         self.ctx, self.record, self.me = ctx, record, me
-        self.book = LeaseBook(storage, record.name, spec_for(ctx.config.provider).instance_id)
+        self.book = LeaseBook(storage, record.name, spec_for(ctx.config.provider).instance_id, ctx.reporter.warn)
         self.storage = storage
         self.began = time.time()
 
@@ -63,7 +63,7 @@ class Takeover:
         self.ctx.reporter.info(f"{old.name} ({old.id}) is gone: {self.me.name} takes over (lease epoch {lease.epoch})")
         self._check(lease)
         self._end_orphaned_ranks(shell, [n for n in self.record.node_list() if n.id != old.id])
-        repair(self.ctx, self.record, shell, [old], len(self.record.nodes))
+        repair(self.ctx, self.record, shell, [old], len(self.record.nodes), trust_first_use=False)
         lease = self._check(lease)
         why = f"{old.name} was lost with no notice; {self.me.name} took over"
         NewMaster(self.ctx, self.record, self.storage, why, self.began).hand_over(shell, self.book, lease)

@@ -94,6 +94,10 @@ class ClusterRecord(Versioned):
         known = self.resources.setdefault(kind, [])
         known.extend(i for i in ids if i not in known)
 
+    def drop_resources(self, kind: str, ids: list[str]) -> None:
+        if kind in self.resources:
+            self.resources[kind] = [i for i in self.resources[kind] if i not in ids]
+
 
 class StateDir:
     def __init__(self, name: str, home: Path | None = None) -> None:
@@ -172,7 +176,10 @@ class StateDir:
         return self.logs / f"{command}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
 
     def ensure_key(self) -> Path:
-        """Create the cluster's ed25519 key once; it never leaves this folder except to the master."""
+        """Create the cluster's ed25519 key once. It leaves this folder for the master's ~/.ssh (mpiexec's) and
+        its run agent's folder (operations/up_nodes.py, runs/client.py); on a cloud the agent copies it from
+        there to every worker's agent folder, so that a worker can take over a lost master (agent/replica.py).
+        It never goes into an image, a tag or user-data."""
         self.create()
         if not self.key.exists():
             subprocess.run(

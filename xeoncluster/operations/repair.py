@@ -72,14 +72,15 @@ def answers(shell: NodeShell, node: Node) -> tuple[bool, str]:
 
 
 def repair(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, dead: list[Node],
-           grow_to: int) -> RepairResult:
+           grow_to: int, trust_first_use: bool = True) -> RepairResult:
     """Replace `dead` under the same names and add workers up to `grow_to`; then rewrite the master's
-    files and check reach again. New nodes this call launched are removed again if it fails."""
+    files and check reach again. New nodes this call launched are removed again if it fails.
+    `trust_first_use`: as for up_nodes.host_key (False on the cluster's agents)."""
     started = time.monotonic()
     result = RepairResult()
     try:
-        _replace(ctx, record, shell, dead, result)
-        _grow(ctx, record, shell, grow_to, result)
+        _replace(ctx, record, shell, dead, result, trust_first_use)
+        _grow(ctx, record, shell, grow_to, result, trust_first_use)
         _configure_new(ctx, record, shell, result.replaced + result.added)
         with ctx.reporter.step("write ssh config and hostfile on the master"):
             write_cluster_files(ctx, record.node_list(), shell)
@@ -96,7 +97,7 @@ def repair(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, dead: l
 
 
 def _replace(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, dead: list[Node],
-             result: RepairResult) -> None:
+             result: RepairResult, trust_first_use: bool) -> None:
     for node in by_index(dead):
         with ctx.reporter.step(f"replace {node.name}"):
             remove_node(ctx.provider, ctx.config, node)
@@ -109,11 +110,12 @@ def _replace(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, dead:
             near = record.master or next(iter(record.node_list()), None)
             new = ctx.provider.launch(LaunchRequest(ctx.config, 1, recorded_image(record), node.role, node.index,
                                       near=near, base=recorded_base(record), replacement=True))
-            add_nodes(ctx, record, new, shell)
+            add_nodes(ctx, record, new, shell, trust_first_use)
             record.set_nodes(by_index(record.node_list()))
 
 
-def _grow(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, grow_to: int, result: RepairResult) -> None:
+def _grow(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, grow_to: int, result: RepairResult,
+          trust_first_use: bool) -> None:
     count = grow_to - len(record.nodes)
     if count <= 0:
         return
@@ -123,7 +125,7 @@ def _grow(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, grow_to:
         check_ceiling(ctx, record, count, size=grow_to)
         new = ctx.provider.launch(LaunchRequest(ctx.config, count, recorded_image(record), Role.WORKER, first,
                                                 near=record.master, base=recorded_base(record)))
-        add_nodes(ctx, record, new, shell)
+        add_nodes(ctx, record, new, shell, trust_first_use)
 
 
 def _configure_new(ctx: CommandContext, record: ClusterRecord, shell: NodeShell, names: list[str]) -> None:

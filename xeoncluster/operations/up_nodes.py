@@ -10,9 +10,9 @@ from xeoncluster.cluster.image import stack_digest
 from xeoncluster.cluster.packages import pip_args
 from xeoncluster.cluster.playbook import PlaybookRunner
 from xeoncluster.cluster.state import ClusterRecord, atomic_write
-from xeoncluster.core.errors import XeonClusterError
+from xeoncluster.core.errors import ProviderError, XeonClusterError
 from xeoncluster.core.stacks import get_stack
-from xeoncluster.providers.abilities import host_keys
+from xeoncluster.providers.abilities import ReadsHostKeys
 from xeoncluster.providers.base import Node
 from xeoncluster.remote.shell import NodeShell, RemoteFile
 from xeoncluster.wire.layout import HOSTFILE, KNOWN_HOSTS, MASTER_KEY, SSH_CONFIG, VENV, home_relative
@@ -20,30 +20,46 @@ from xeoncluster.wire.layout import HOSTFILE, KNOWN_HOSTS, MASTER_KEY, SSH_CONFI
 UNREACHABLE = "xeoncluster-unreachable"
 
 
-def add_nodes(ctx: CommandContext, record: ClusterRecord, nodes: list[Node], shell: NodeShell) -> None:
-    """Record new nodes before anything else can fail, then wait for SSH and pin their keys."""
+def add_nodes(ctx: CommandContext, record: ClusterRecord, nodes: list[Node], shell: NodeShell,
+              trust_first_use: bool = True) -> None:
+    """Record new nodes before anything else can fail, then wait for SSH and pin their keys (host_key)."""
     record.set_nodes(record.node_list() + nodes)
     record.add_resources("nodes", [n.id for n in nodes])
     ctx.state.save(record)
     shell.wait_ready(nodes, ctx.config.ssh.timeout)
-    pin_host_keys(ctx, record.node_list(), shell, new={n.name for n in nodes})
+    pin_host_keys(ctx, record.node_list(), shell, new={n.name for n in nodes}, trust_first_use=trust_first_use)
     shell.wait_login(nodes, ctx.config.ssh.timeout, ctx.reporter.detail)
 
 
-def pin_host_keys(ctx: CommandContext, nodes: list[Node], shell: NodeShell, new: set[str]) -> None:
-    """Pin each node's host key: out of band where the provider knows it, else trust on first use. A `new`
-    node's name may have been another machine's (a replaced or lost node's), whose pin says nothing of it."""
+def pin_host_keys(ctx: CommandContext, nodes: list[Node], shell: NodeShell, new: set[str],
+                  trust_first_use: bool = True) -> None:
+    """Pin each node's host key (host_key). A `new` node's name may have been another machine's (a replaced
+    or lost node's), whose pin says nothing of it."""
     known = read_known(ctx.state)
     entries = []
     for node in nodes:
         key = None if node.name in new else known.get(node.name)
-        if key is None:
-            offered = host_keys(ctx.provider, node)
-            key = preferred_key(offered) if offered else shell.scan_host_key(node)
-        entries.append((node, key))
+        entries.append((node, key or host_key(ctx, shell, node, trust_first_use)))
     atomic_write(ctx.state.known_hosts, cluster_files.known_hosts(entries))
     atomic_write(ctx.state.ssh_config, cluster_files.user_ssh_config(
         nodes, ctx.identity().user, ctx.state.key, ctx.state.known_hosts))
+
+
+def host_key(ctx: CommandContext, shell: NodeShell, node: Node, trust_first_use: bool) -> str:
+    """The node's key as its provider shows it out of band. Where that shows none in time, what answers at
+    the node's address is trusted on first use only with `trust_first_use`: `up`, which its user watches,
+    not the run agent, whose pins reach every node. A provider with no such source leaves only a scan."""
+    if not isinstance(ctx.provider, ReadsHostKeys):
+        return shell.scan_host_key(node)
+    offered = ctx.provider.host_keys(node)
+    if offered:
+        return preferred_key(offered)
+    if not trust_first_use:
+        raise ProviderError(f"the {ctx.provider.name} provider showed no host key for {node.name} ({node.id}) in "
+                            "time, and the cluster's agent trusts none on first use",
+                            hint="the provider shows a node's keys once its boot has printed them: a slow boot "
+                                 "leaves the node out, and the run goes on without it")
+    return shell.scan_host_key(node)
 
 
 def playbook_runner(ctx: CommandContext, shell: NodeShell) -> PlaybookRunner:

@@ -70,7 +70,8 @@ def hand_lease(ctx: CommandContext, record: ClusterRecord, lost: Node | None) ->
     new = record.master
     if lost is None or new is None or record.storage is None:
         return
-    book = LeaseBook(ctx.provider.open_storage(record.storage), record.name, spec_for(ctx.config.provider).instance_id)
+    book = LeaseBook(ctx.provider.open_storage(record.storage), record.name, spec_for(ctx.config.provider).instance_id,
+                     ctx.reporter.warn)
     if book.take(new.id, new.name, time.time(), STALE_SECONDS, force_from=lost.id) is None:
         ctx.reporter.warn(f"the master lease is held by another node than the lost {lost.name}; "
                           f"the new {new.name} does not act as master until it is free")
