@@ -3,8 +3,8 @@ kinds in examples/ (plain torch DDP, HF Trainer, accelerate) run unchanged and t
 a Trainer script survives a node that gives notice with 0 steps lost, and trains on alone when a lost node
 cannot be replaced; bad input is one line, exit 2; a --data
 file named like shell code stays a name, --env values leave the cluster with their run, and a workdir's
-secret-looking files stay on this machine unless named, and what a script prints reaches the terminal
-inert."""
+secret-looking files stay on this machine unless named, what a script prints reaches the terminal
+inert, and a line it prints in the form of the ranks' events changes nothing."""
 from __future__ import annotations
 
 import json
@@ -312,23 +312,24 @@ def test_what_a_script_prints_reaches_the_terminal_inert(local_env: LocalEnv, cl
 def test_a_script_that_prints_a_notice_in_the_ranks_form_changes_nothing(local_env: LocalEnv, cluster: str,
                                                                         tmp_path: Path) -> None:
     """A user's script, or a line of its data, printed exactly what a rank once printed for a spot notice
-    naming a worker, and the agent replaced the worker and restarted the run. The ranks' events are signed
+    naming a worker, and the agent replaced the worker and restarted the run (or, naming the master, handed
+    it over). The ranks' events are signed
     with the launch's key now: what a script prints is a log line."""
-    worker = local_env.state(cluster)["nodes"][1]
-    notice = json.dumps({"kind": "notice", "node": worker["private_ip"], "rank": 1, "reason": "spot interruption",
-                         "deadline": time.time() + 120, "time": time.time(), "version": 2}, sort_keys=True)
+    master, worker = local_env.state(cluster)["nodes"][:2]
+    notices = {rank: json.dumps({"kind": "notice", "node": node["private_ip"], "rank": rank, "time": time.time(),
+                                 "reason": "spot interruption", "deadline": time.time() + 120, "version": 2},
+                                sort_keys=True) for rank, node in enumerate((master, worker))}
     (tmp_path / "mimic.py").write_text(
         "import os, time\n"
-        f"notice = {notice!r}\n"
-        "if os.environ['RANK'] == '1':\n"
-        "    print('@xc-event ' + notice, flush=True)\n"
-        "    print('@xc-event ' + 'ab' * 32 + ' ' + notice, flush=True)\n"
+        f"notice = {notices!r}[int(os.environ['RANK'])]\n"
+        "print('@xc-event ' + notice, flush=True)\n"
+        "print('@xc-event ' + 'ab' * 32 + ' ' + notice, flush=True)\n"
         "time.sleep(8)\n")
     done = local_env.ok("train", str(tmp_path / "mimic.py"), "--name", cluster, "--run", "mimic")
     assert "ready to replace" not in done.out + done.err
     runs = {r["run"]: r for r in json.loads(local_env.ok("runs", "--name", cluster, "--json").out)}
     assert runs["mimic"]["state"] == "succeeded" and runs["mimic"]["restarts"] == 0, runs["mimic"]
-    assert local_env.state(cluster)["nodes"][1]["id"] == worker["id"]
+    assert [n["id"] for n in local_env.state(cluster)["nodes"][:2]] == [master["id"], worker["id"]]
     log = local_env.ok("logs", "mimic", "--name", cluster).out
-    assert log.count("@xc-event") >= 2  # kept as the log lines they are
+    assert log.count("@xc-event") >= 4  # kept as the log lines they are
     assert "notice" not in (local_env.home / "storage" / cluster / "runs" / "mimic" / "events.jsonl").read_text()
