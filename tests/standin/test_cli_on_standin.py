@@ -719,13 +719,23 @@ print("open", code(lambda: s3.put_bucket_policy(Bucket=bucket, Policy="{}")))
 
 def test_a_second_user_s_cluster_and_role_reach_nothing_of_the_first_s(standin: Any, cli: Cli) -> None:
     """Two users of one account, each holding exactly the documented policy, sharing its boundary and
-    run bucket. Alice runs up, train and down beside Bob's cluster (sic) with no call denied; her own
+    run bucket. Alice runs up (from Bob's image, which she names), train and down beside Bob's cluster
+    with no call denied; her own
     role, given an inline `*` policy, is refused Bob's instances and runs from her master; Bob cannot
     read, write or delete her runs; neither may open the bucket."""
     before = users_denied(standin)  # the refusals earlier tests asked for
-    alice = Cli(cli.home / "alice", cli.config, documented_user("alice"))
+    # She shares the first user's image the one way there is: by naming it (a key match never gives it her).
+    me = boto3.client("sts", aws_access_key_id=cli.credentials["AWS_ACCESS_KEY_ID"],
+                      aws_secret_access_key=cli.credentials["AWS_SECRET_ACCESS_KEY"]).get_caller_identity()["UserId"]
+    his_image = next(i["ImageId"] for i in boto3.client("ec2").describe_images(Owners=["self"])["Images"]
+                     if {"Key": "xeoncluster:owner", "Value": me} in i.get("Tags", []) and i["State"] == "available")
+    config = cli.home / "alice.yaml"
+    config.write_text(cli.config.read_text() + f"image: {his_image}\n")
+    alice = Cli(cli.home / "alice", config, documented_user("alice"))
     alice.home.mkdir()
-    alice.ok("up", "--name", "alc", "--nodes", "1")
+    up = alice.ok("up", "--name", "alc", "--nodes", "1")
+    assert f"using the given image {his_image}; nothing is baked" in up.stdout + up.stderr
+    assert {i["ImageId"] for i in instances("alc")} == {his_image}
     alice.ok("train", "squad", "--name", "alc", "--demo", "--run", "mine", "--", "--max-steps", "20")
     assert users_denied(standin) == before
     bucket = alice.state("alc")["storage"]["container"]
