@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from xeoncluster.providers.aws.clients import paginate
+from xeoncluster.providers.aws.network import route_tables_of
 
 S3 = "s3"
 EC2 = "ec2"
@@ -23,8 +24,12 @@ def services_through_endpoints(ec2: Any, region: str, vpc_id: str, subnet_ids: l
     endpoints = paginate(ec2, "describe_vpc_endpoints", "VpcEndpoints", Filters=[
         {"Name": "vpc-id", "Values": [vpc_id]}, {"Name": "vpc-endpoint-state", "Values": ["available"]}])
     found = []
-    if any(_is_s3_gateway(e, region) and _routes_every(ec2, e, vpc_id, subnet_ids) for e in endpoints):
-        found.append(S3)
+    gateways = [set(e.get("RouteTableIds", [])) for e in endpoints if _is_s3_gateway(e, region)]
+    if gateways and subnet_ids:
+        # A gateway endpoint serves a subnet only through the route table the subnet uses.
+        tables = {t.get("RouteTableId") for t in route_tables_of(ec2, vpc_id, subnet_ids).values()}
+        if any(tables <= routed for routed in gateways):
+            found.append(S3)
     # An interface endpoint with private DNS answers for the service's name in the whole VPC.
     if any(e.get("ServiceName") == f"com.amazonaws.{region}.ec2" and e.get("VpcEndpointType") == "Interface"
            and e.get("PrivateDnsEnabled") for e in endpoints):
@@ -34,17 +39,6 @@ def services_through_endpoints(ec2: Any, region: str, vpc_id: str, subnet_ids: l
 
 def _is_s3_gateway(endpoint: dict[str, Any], region: str) -> bool:
     return endpoint.get("ServiceName") == f"com.amazonaws.{region}.s3" and endpoint.get("VpcEndpointType") == "Gateway"
-
-
-def _routes_every(ec2: Any, endpoint: dict[str, Any], vpc_id: str, subnet_ids: list[str]) -> bool:
-    """A gateway endpoint serves a subnet only through the subnet's route table (the VPC's main one when
-    the subnet has none of its own)."""
-    tables = paginate(ec2, "describe_route_tables", "RouteTables", Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])
-    explicit = {a["SubnetId"]: t["RouteTableId"] for t in tables for a in t.get("Associations", [])
-                if a.get("SubnetId")}
-    main = next((t["RouteTableId"] for t in tables if any(a.get("Main") for a in t.get("Associations", []))), None)
-    routed = set(endpoint.get("RouteTableIds", []))
-    return bool(subnet_ids) and all(explicit.get(s, main) in routed for s in subnet_ids)
 
 
 def endpoint_note(through: tuple[str, ...]) -> str:

@@ -82,13 +82,18 @@ def subnets_by_zone(ec2: Any, vpc_id: str) -> dict[str, str]:
     return dict(sorted(chosen.items()))
 
 
-def default_route_targets(ec2: Any, vpc_id: str, subnet_ids: list[str]) -> dict[str, str | None]:
-    """Per subnet, where its route table sends 0.0.0.0/0 (igw-..., nat-..., ...), or None."""
+def route_tables_of(ec2: Any, vpc_id: str, subnet_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Per subnet, the route table it uses ({} when the VPC has none)."""
     tables = paginate(ec2, "describe_route_tables", "RouteTables", Filters=[{"Name": "vpc-id", "Values": [vpc_id]}])
     explicit = {a["SubnetId"]: t for t in tables for a in t.get("Associations", []) if a.get("SubnetId")}
     # A subnet without its own association uses the VPC's main route table.
     main = next((t for t in tables if any(a.get("Main") for a in t.get("Associations", []))), {})
-    return {s: _default_target(explicit.get(s, main)) for s in subnet_ids}
+    return {s: explicit.get(s, main) for s in subnet_ids}
+
+
+def default_route_targets(ec2: Any, vpc_id: str, subnet_ids: list[str]) -> dict[str, str | None]:
+    """Per subnet, where its route table sends 0.0.0.0/0 (igw-..., nat-..., ...), or None."""
+    return {s: _default_target(table) for s, table in route_tables_of(ec2, vpc_id, subnet_ids).items()}
 
 
 def _default_target(table: dict[str, Any]) -> str | None:
