@@ -32,10 +32,11 @@ class ImageCalls:
     def find_image(self, key: str) -> Image | None:
         """Only an image the caller made: a colleague can tag an image of theirs with the same key."""
         with translated(f"looking up the image for key {key[:16]}"):
-            for other in aws_images.others_images(self.ec2, key, self.owner()):
-                self._warn_once(f"image {other.id} of this key belongs to another identity "
-                                f"({TAG_OWNER}={other.owner or 'none'}): left alone, never used for your nodes")
-            return aws_images.find_image(self.ec2, key, self.owner())
+            mine, others = aws_images.find_image(self.ec2, key, self.owner())
+        for other in others:
+            self._warn_once(f"image {other.id} of this key belongs to another identity "
+                            f"({TAG_OWNER}={other.owner or 'none'}): left alone, never used for your nodes")
+        return mine
 
     def pending_image(self, key: str) -> PendingImage | None:
         with translated(f"looking up images of key {key[:16]} still being baked"):

@@ -86,17 +86,13 @@ def made_by(raw: dict[str, Any], owner: str) -> bool:
     return tags_of(raw).get(TAG_OWNER, "") == owner
 
 
-def find_image(ec2: Any, key: str, owner: str) -> Image | None:
-    """The newest usable image of `key` that `owner` made; a colleague's of the same key is never ours."""
-    found = [i for i in keyed_images(ec2, key, ("available",)) if made_by(i, owner)]
-    if not found:
-        return None
-    return to_image(max(found, key=lambda i: i.get("CreationDate", "")))
-
-
-def others_images(ec2: Any, key: str, owner: str) -> list[Image]:
-    """Images of `key` that another identity made: left alone, and named so the user knows why none is reused."""
-    return [to_image(i) for i in keyed_images(ec2, key, ACTIVE_IMAGE_STATES) if not made_by(i, owner)]
+def find_image(ec2: Any, key: str, owner: str) -> tuple[Image | None, list[Image]]:
+    """The newest usable image of `key` that `owner` made, and the images of `key` another identity made: a
+    colleague's is never ours, and is named so the user knows why none is reused. One DescribeImages."""
+    found = keyed_images(ec2, key, ACTIVE_IMAGE_STATES)
+    mine = [i for i in found if made_by(i, owner) and i.get("State") == "available"]
+    newest = to_image(max(mine, key=lambda i: i.get("CreationDate", ""))) if mine else None
+    return newest, [to_image(i) for i in found if not made_by(i, owner)]
 
 
 def pending_image(ec2: Any, key: str, owner: str) -> PendingImage | None:
